@@ -1,0 +1,38 @@
+# One command to run tickwork, one to test it. Both create .venv on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint typecheck unit services bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/tickwork up $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+services:
+	./scripts/services.sh
+
+unit: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: $(STAMP) services lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python bench/embedded.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) .tickwork .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Make sure the local PostgreSQL the tests use answers; start it if it is installed but down.
+# Where no server can be started, the test suite starts a throwaway one from the binaries
+# (tests/pg.py) and only skips PostgreSQL tests, loudly, when neither is possible.
+set -u
+if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    echo "services: PostgreSQL on 127.0.0.1:5432 is down; starting it"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+  fi
+fi
+if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  if command -v redis-server >/dev/null 2>&1; then
+    echo "services: Redis on 127.0.0.1:6379 is down; starting it"
+    mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+  fi
+fi
+exit 0

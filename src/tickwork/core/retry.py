@@ -1,0 +1,77 @@
+"""Retry policy: how long to wait before the next attempt, and whether there is one."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from tickwork.core.errors import ValidationError
+from tickwork.core.model import Outcome, RetryPolicy, TaskRun, TaskRunState
+
+
+def validate_retry(policy: RetryPolicy, field: str = "retry") -> RetryPolicy:
+    if policy.max_attempts < 1 or policy.max_attempts > 1000:
+        raise ValidationError(f"{field}.max_attempts", "must be between 1 and 1000")
+    if policy.initial_delay < 0:
+        raise ValidationError(f"{field}.initial_delay", "must be zero or more seconds")
+    if policy.multiplier < 1:
+        raise ValidationError(f"{field}.multiplier", "must be 1 or more")
+    if policy.max_delay < policy.initial_delay:
+        raise ValidationError(f"{field}.max_delay", "must be at least initial_delay")
+    if not 0 <= policy.jitter <= 1:
+        raise ValidationError(f"{field}.jitter", "must be a fraction between 0 and 1")
+    return policy
+
+
+def backoff_delay(policy: RetryPolicy, attempt: int, rand: float) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based).
+
+    ``rand`` is a uniform random number in [0, 1) supplied by the caller (the core reads no
+    randomness); it spreads the delay over ``[d * (1 - jitter), d * (1 + jitter)]``, capped
+    at ``max_delay``.
+    """
+    exponent = max(attempt - 1, 0)
+    # Cap the exponent so a large attempt count cannot overflow a float.
+    raw = policy.initial_delay * policy.multiplier ** min(exponent, 64)
+    base = min(raw, policy.max_delay)
+    spread = base * policy.jitter * (2 * rand - 1)
+    return max(0.0, min(base + spread, policy.max_delay))
+
+
+def has_attempts_left(policy: RetryPolicy, attempt: int) -> bool:
+    return attempt < policy.max_attempts
+
+
+def failure_outcome(
+    task_run: TaskRun,
+    *,
+    now: datetime,
+    rand: float,
+    error: str,
+    exit_code: int | None = None,
+    started_at: datetime | None = None,
+    worker_id: str | None = None,
+) -> Outcome:
+    """What a failed attempt leads to: a retry after backoff, or the dead-letter state."""
+    if has_attempts_left(task_run.retry, task_run.attempt):
+        delay = backoff_delay(task_run.retry, task_run.attempt, rand)
+        return Outcome(
+            task_run_id=task_run.id,
+            attempt=task_run.attempt,
+            state=TaskRunState.UP_FOR_RETRY,
+            finished_at=now,
+            started_at=started_at,
+            retry_at=now + timedelta(seconds=delay),
+            error=error,
+            exit_code=exit_code,
+            worker_id=worker_id,
+        )
+    return Outcome(
+        task_run_id=task_run.id,
+        attempt=task_run.attempt,
+        state=TaskRunState.FAILED,
+        finished_at=now,
+        started_at=started_at,
+        error=error,
+        exit_code=exit_code,
+        worker_id=worker_id,
+    )
