@@ -1,4 +1,4 @@
-"""Records of the domain. Frozen dataclasses with aware UTC datetimes; changes return new records."""
+"""Domain records: frozen dataclasses with aware UTC datetimes; changes return new ones."""
 
 from __future__ import annotations
 
