@@ -1,0 +1,61 @@
+"""Small helpers shared by the query modules: batching, bind parameters, error translation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tickwork.core.errors import Conflict
+from tickwork.ports import TaskKey
+from tickwork.store.schema import task_runs
+
+T = TypeVar("T")
+
+#: Keys per ``WHERE (id, attempt) IN (…)`` statement; keeps well under every backend's
+#: bound-parameter limit (SQLite 32766, PostgreSQL 65535) while a batch stays one round trip.
+KEYS_PER_STATEMENT = 1000
+
+
+def chunked(items: Sequence[T], size: int = KEYS_PER_STATEMENT) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def key_in(keys: Sequence[TaskKey]) -> sa.ColumnElement[bool]:
+    """``(task_runs.id, task_runs.attempt) IN (…)`` for a chunk of keys."""
+    return sa.tuple_(task_runs.c.id, task_runs.c.attempt).in_(list(keys))
+
+
+def param(column: sa.Column[Any]) -> sa.BindParameter[Any]:
+    """A named bind parameter typed like ``column``, for executemany updates."""
+    return sa.bindparam(f"p_{column.name}", type_=column.type)
+
+
+def insert_ignoring_duplicates(
+    conn: AsyncConnection, table: sa.Table, index_elements: Sequence[str]
+) -> sa.Insert:
+    """``INSERT … ON CONFLICT (index_elements) DO NOTHING`` in the connection's dialect."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=index_elements)
+    return sqlite.insert(table).on_conflict_do_nothing(index_elements=index_elements)
+
+
+def conflict_from(exc: IntegrityError) -> Conflict | None:
+    """The domain error for a unique violation, or None for an integrity error we do not map."""
+    text = str(exc.orig)
+    if "uq_jobs_live_name" in text or "jobs.name" in text:
+        return Conflict("name", "a live job with this name already exists")
+    if "uq_runs_job_logical_date" in text or "runs.logical_date" in text:
+        return Conflict("logical_date", "the job already has a run for this logical date")
+    if "jobs_pkey" in text or "jobs.id" in text:
+        return Conflict("id", "a job with this id already exists")
+    if "task_runs_pkey" in text or "task_runs.id" in text:
+        return Conflict("id", "a task run with this id already exists")
+    if "runs_pkey" in text or "runs.id" in text:
+        return Conflict("id", "a run with this id already exists")
+    return None

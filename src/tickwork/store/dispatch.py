@@ -1,0 +1,216 @@
+"""Dispatch and execution: due work, queueing, claims, heartbeats, completion, requeue.
+
+Every statement here is batched: one ``WHERE (id, attempt) IN (…)`` update per chunk of keys,
+never one statement per task run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tickwork.core.model import Outcome, TaskRun, TaskRunState
+from tickwork.core.states import DISPATCHABLE, can_transition
+from tickwork.ports import TaskKey
+from tickwork.store.common import chunked, key_in, param
+from tickwork.store.rows import task_run_from_row
+from tickwork.store.runs import refresh_runs
+from tickwork.store.schema import attempts, task_runs
+
+S = TaskRunState
+_DISPATCHABLE = [s.value for s in DISPATCHABLE]
+
+
+async def due_task_runs(conn: AsyncConnection, until: datetime, limit: int) -> list[TaskRun]:
+    query = (
+        sa.select(task_runs)
+        .where(task_runs.c.state.in_(_DISPATCHABLE), task_runs.c.due_at <= until)
+        .order_by(task_runs.c.priority.desc(), task_runs.c.due_at, task_runs.c.id)
+        .limit(limit)
+    )
+    return [task_run_from_row(r) for r in (await conn.execute(query)).mappings()]
+
+
+async def next_due_at(conn: AsyncConnection) -> datetime | None:
+    earliest: datetime | None = await conn.scalar(
+        sa.select(sa.func.min(task_runs.c.due_at)).where(task_runs.c.state.in_(_DISPATCHABLE))
+    )
+    return earliest
+
+
+async def queued_task_runs(
+    conn: AsyncConnection, queued_before: datetime, limit: int
+) -> list[TaskRun]:
+    query = (
+        sa.select(task_runs)
+        .where(task_runs.c.state == S.QUEUED.value, task_runs.c.queued_at <= queued_before)
+        .order_by(task_runs.c.queued_at, task_runs.c.id)
+        .limit(limit)
+    )
+    return [task_run_from_row(r) for r in (await conn.execute(query)).mappings()]
+
+
+async def stale_running(
+    conn: AsyncConnection, heartbeat_before: datetime, limit: int
+) -> list[TaskRun]:
+    query = (
+        sa.select(task_runs)
+        .where(task_runs.c.state == S.RUNNING.value, task_runs.c.heartbeat_at < heartbeat_before)
+        .order_by(task_runs.c.heartbeat_at, task_runs.c.id)
+        .limit(limit)
+    )
+    return [task_run_from_row(r) for r in (await conn.execute(query)).mappings()]
+
+
+async def _move(
+    conn: AsyncConnection,
+    keys: Sequence[TaskKey],
+    where: sa.ColumnElement[bool],
+    values: dict[str, Any],
+    now: datetime,
+) -> list[TaskRun]:
+    """Conditionally update the rows with these keys; refresh their runs; return the rows won."""
+    won: list[TaskRun] = []
+    for chunk in chunked(keys):
+        result = await conn.execute(
+            sa.update(task_runs)
+            .where(key_in(chunk), where)
+            .values(**values)
+            .returning(*task_runs.c)
+        )
+        won.extend(task_run_from_row(r) for r in result.mappings())
+    await refresh_runs(conn, [tr.run_id for tr in won], now)
+    return won
+
+
+async def mark_queued(
+    conn: AsyncConnection, keys: Sequence[TaskKey], now: datetime
+) -> list[TaskRun]:
+    where = task_runs.c.state.in_(_DISPATCHABLE)
+    return await _move(conn, keys, where, {"state": S.QUEUED.value, "queued_at": now}, now)
+
+
+async def claim(
+    conn: AsyncConnection, keys: Sequence[TaskKey], worker_id: str, now: datetime
+) -> list[TaskRun]:
+    values = {
+        "state": S.RUNNING.value,
+        "worker_id": worker_id,
+        "started_at": now,
+        "heartbeat_at": now,
+    }
+    return await _move(conn, keys, task_runs.c.state == S.QUEUED.value, values, now)
+
+
+async def requeue(conn: AsyncConnection, keys: Sequence[TaskKey], now: datetime) -> int:
+    values = {"state": S.SCHEDULED.value, "due_at": now, "queued_at": None}
+    moved = await _move(conn, keys, task_runs.c.state == S.QUEUED.value, values, now)
+    return len(moved)
+
+
+async def heartbeat(
+    conn: AsyncConnection, keys: Sequence[TaskKey], worker_id: str, now: datetime
+) -> set[str]:
+    cancel: set[str] = set()
+    for chunk in chunked(keys):
+        result = await conn.execute(
+            sa.update(task_runs)
+            .where(
+                key_in(chunk),
+                task_runs.c.state == S.RUNNING.value,
+                task_runs.c.worker_id == worker_id,
+            )
+            .values(heartbeat_at=now)
+            .returning(task_runs.c.id, task_runs.c.cancel_requested)
+        )
+        cancel.update(row.id for row in result if row.cancel_requested)
+    return cancel
+
+
+# -- completion ------------------------------------------------------------------------
+
+
+async def complete(conn: AsyncConnection, outcomes: Sequence[Outcome]) -> list[str]:
+    for o in outcomes:
+        if not can_transition(S.RUNNING, o.state):
+            raise ValueError(f"outcome state {o.state.value!r} is not reachable from running")
+    by_key = {(o.task_run_id, o.attempt): o for o in reversed(outcomes)}  # first one wins
+    applied: list[tuple[RowMapping, Outcome]] = []
+    for chunk in chunked(list(by_key)):
+        # Lock the rows first so the attempt history matches exactly the updates applied.
+        result = await conn.execute(
+            sa.select(task_runs)
+            .where(key_in(chunk), task_runs.c.state == S.RUNNING.value)
+            .order_by(task_runs.c.id)
+            .with_for_update()
+        )
+        applied.extend((row, by_key[(row["id"], row["attempt"])]) for row in result.mappings())
+    if not applied:
+        return []
+    await conn.execute(_COMPLETE_UPDATE, [_completion(row, o) for row, o in applied])
+    await conn.execute(attempts.insert(), [_attempt_row(row, o) for row, o in applied])
+    finished = max(o.finished_at for _, o in applied)
+    await refresh_runs(conn, [row["run_id"] for row, _ in applied], finished)
+    return [row["id"] for row, _ in applied]
+
+
+_COMPLETE_UPDATE = (
+    sa.update(task_runs)
+    .where(
+        task_runs.c.id == sa.bindparam("p_key_id"),
+        task_runs.c.attempt == sa.bindparam("p_key_attempt"),
+        task_runs.c.state == S.RUNNING.value,
+    )
+    .values(
+        {
+            name: param(task_runs.c[name])
+            for name in (
+                "state",
+                "attempt",
+                "due_at",
+                "started_at",
+                "finished_at",
+                "heartbeat_at",
+                "worker_id",
+                "error",
+                "exit_code",
+            )
+        }
+    )
+)
+
+
+def _completion(row: RowMapping, o: Outcome) -> dict[str, Any]:
+    retry = o.state == S.UP_FOR_RETRY
+    return {
+        "p_key_id": row["id"],
+        "p_key_attempt": row["attempt"],
+        "p_state": o.state.value,
+        "p_attempt": row["attempt"] + 1 if retry else row["attempt"],
+        "p_due_at": (o.retry_at or o.finished_at) if retry else row["due_at"],
+        # A retry's fields describe the attempt to come; the one just finished is history.
+        "p_started_at": None if retry else (o.started_at or row["started_at"]),
+        "p_finished_at": None if retry else o.finished_at,
+        "p_heartbeat_at": None if retry else row["heartbeat_at"],
+        "p_worker_id": None if retry else (o.worker_id or row["worker_id"]),
+        "p_error": o.error,
+        "p_exit_code": o.exit_code,
+    }
+
+
+def _attempt_row(row: RowMapping, o: Outcome) -> dict[str, Any]:
+    return {
+        "task_run_id": row["id"],
+        "attempt": row["attempt"],
+        "state": o.state.value,
+        "started_at": o.started_at or row["started_at"],
+        "finished_at": o.finished_at,
+        "error": o.error,
+        "exit_code": o.exit_code,
+        "worker_id": o.worker_id or row["worker_id"],
+    }

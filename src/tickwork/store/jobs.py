@@ -1,0 +1,128 @@
+"""Jobs: create, read, list, pause, delete, and materializing cron fires into runs."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tickwork.core.errors import Conflict
+from tickwork.core.model import Job, NewRun, ScheduleKind, Task, TaskRun, TaskRunState
+from tickwork.store.common import chunked
+from tickwork.store.rows import job_from_row, job_to_row, task_from_row, task_to_row
+from tickwork.store.runs import cancel_task_runs, insert_new_runs, insert_runs
+from tickwork.store.schema import jobs, task_runs, tasks
+
+LIVE = jobs.c.deleted_at.is_(None)
+
+
+async def create_jobs(conn: AsyncConnection, items: Sequence[tuple[Job, Sequence[NewRun]]]) -> None:
+    if not items:
+        return
+    await _refuse_taken_names(conn, [job.name for job, _ in items])
+    await conn.execute(jobs.insert(), [job_to_row(job) for job, _ in items])
+    task_rows = [task_to_row(job.id, i, t) for job, _ in items for i, t in enumerate(job.tasks)]
+    if task_rows:
+        await conn.execute(tasks.insert(), task_rows)
+    await insert_runs(conn, [run for _, new_runs in items for run in new_runs])
+
+
+async def _refuse_taken_names(conn: AsyncConnection, names: Sequence[str]) -> None:
+    # The partial unique index is the real guard; checking first names the culprit.
+    twice = [name for name, count in Counter(names).items() if count > 1]
+    if twice:
+        raise Conflict("name", f"the batch holds the job name {twice[0]!r} more than once")
+    for chunk in chunked(names):
+        taken = await conn.scalar(sa.select(jobs.c.name).where(LIVE, jobs.c.name.in_(chunk)))
+        if taken is not None:
+            raise Conflict("name", f"a job named {taken!r} already exists")
+
+
+async def get_job(conn: AsyncConnection, name: str) -> Job | None:
+    found = await _load_jobs(conn, sa.select(jobs).where(LIVE, jobs.c.name == name))
+    return found[0] if found else None
+
+
+async def list_jobs(conn: AsyncConnection, limit: int, after: str | None) -> list[Job]:
+    query = sa.select(jobs).where(LIVE).order_by(jobs.c.name).limit(limit)
+    if after is not None:
+        query = query.where(jobs.c.name > after)
+    return await _load_jobs(conn, query)
+
+
+async def due_cron_jobs(conn: AsyncConnection, now: datetime, limit: int) -> list[Job]:
+    query = (
+        sa.select(jobs)
+        .where(_CRON_ACTIVE, jobs.c.next_fire_at <= now)
+        .order_by(jobs.c.next_fire_at, jobs.c.id)
+        .limit(limit)
+    )
+    return await _load_jobs(conn, query)
+
+
+async def next_fire_at(conn: AsyncConnection) -> datetime | None:
+    earliest: datetime | None = await conn.scalar(
+        sa.select(sa.func.min(jobs.c.next_fire_at)).where(_CRON_ACTIVE)
+    )
+    return earliest
+
+
+_CRON_ACTIVE = sa.and_(
+    LIVE, jobs.c.paused.is_(False), jobs.c.schedule_kind == ScheduleKind.CRON.value
+)
+
+
+async def _load_jobs(conn: AsyncConnection, query: sa.Select[tuple[object, ...]]) -> list[Job]:
+    rows = (await conn.execute(query)).mappings().all()
+    if not rows:
+        return []
+    by_job: dict[str, list[Task]] = defaultdict(list)
+    for chunk in chunked([r["id"] for r in rows]):
+        task_rows = await conn.execute(
+            sa.select(tasks).where(tasks.c.job_id.in_(chunk)).order_by(tasks.c.position)
+        )
+        for t in task_rows.mappings():
+            by_job[t["job_id"]].append(task_from_row(t))
+    return [job_from_row(r, tuple(by_job[r["id"]])) for r in rows]
+
+
+async def set_paused(conn: AsyncConnection, job_id: str, paused: bool, now: datetime) -> bool:
+    result = await conn.execute(
+        sa.update(jobs).where(jobs.c.id == job_id, LIVE).values(paused=paused, updated_at=now)
+    )
+    return result.rowcount > 0
+
+
+async def delete_job(conn: AsyncConnection, job_id: str, now: datetime) -> list[TaskRun]:
+    result = await conn.execute(
+        sa.update(jobs).where(jobs.c.id == job_id, LIVE).values(deleted_at=now, updated_at=now)
+    )
+    if result.rowcount == 0:
+        return []
+    return await cancel_task_runs(conn, task_runs.c.job_id == job_id, now)
+
+
+async def materialize(
+    conn: AsyncConnection,
+    job_id: str,
+    expected_next: datetime,
+    new_next: datetime | None,
+    new_runs: Sequence[NewRun],
+) -> list[TaskRun]:
+    last_fire = max((n.run.logical_date for n in new_runs), default=None)
+    result = await conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.id == job_id, LIVE, jobs.c.next_fire_at == expected_next)
+        .values(
+            next_fire_at=new_next,
+            last_fire_at=jobs.c.last_fire_at if last_fire is None else last_fire,
+        )
+    )
+    if result.rowcount == 0:
+        # Another scheduler advanced this job first (or it was deleted): nothing to do.
+        return []
+    inserted = await insert_new_runs(conn, new_runs)
+    return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]

@@ -1,0 +1,195 @@
+"""Mapping between domain records and table rows (plain dicts in, records out)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, fields
+from typing import Any
+
+from sqlalchemy.engine import RowMapping
+
+from tickwork.core.model import (
+    Attempt,
+    Job,
+    LogChunk,
+    RetryPolicy,
+    Run,
+    RunState,
+    RunTrigger,
+    Schedule,
+    ScheduleKind,
+    Task,
+    TaskKind,
+    TaskRun,
+    TaskRunState,
+)
+
+_TASK_RUN_FIELDS = tuple(f.name for f in fields(TaskRun))
+
+
+def retry_to_json(policy: RetryPolicy) -> dict[str, Any]:
+    return asdict(policy)
+
+
+def retry_from_json(data: Mapping[str, Any]) -> RetryPolicy:
+    return RetryPolicy(**data)
+
+
+def job_to_row(job: Job) -> dict[str, Any]:
+    s = job.schedule
+    return {
+        "id": job.id,
+        "name": job.name,
+        "schedule_kind": s.kind.value,
+        "cron": s.cron,
+        "timezone": s.timezone,
+        "at": s.at,
+        "start_at": s.start,
+        "end_at": s.end,
+        "catchup": job.catchup,
+        "paused": job.paused,
+        "queue": job.queue,
+        "priority": job.priority,
+        "retry": retry_to_json(job.retry),
+        "timeout": job.timeout,
+        "tags": list(job.tags),
+        "metadata": dict(job.metadata),
+        "next_fire_at": job.next_fire_at,
+        "last_fire_at": job.last_fire_at,
+        "created_at": job.created_at,
+        "updated_at": job.updated_at,
+        "deleted_at": None,
+    }
+
+
+def job_from_row(row: RowMapping, tasks: tuple[Task, ...]) -> Job:
+    schedule = Schedule(
+        kind=ScheduleKind(row["schedule_kind"]),
+        at=row["at"],
+        cron=row["cron"],
+        timezone=row["timezone"],
+        start=row["start_at"],
+        end=row["end_at"],
+    )
+    return Job(
+        id=row["id"],
+        name=row["name"],
+        schedule=schedule,
+        tasks=tasks,
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        retry=retry_from_json(row["retry"]),
+        timeout=row["timeout"],
+        queue=row["queue"],
+        priority=row["priority"],
+        catchup=row["catchup"],
+        paused=row["paused"],
+        tags=tuple(row["tags"]),
+        metadata=row["metadata"],
+        next_fire_at=row["next_fire_at"],
+        last_fire_at=row["last_fire_at"],
+    )
+
+
+def task_to_row(job_id: str, position: int, task: Task) -> dict[str, Any]:
+    return {
+        "job_id": job_id,
+        "name": task.name,
+        "kind": task.kind.value,
+        "config": dict(task.config),
+        "upstream": list(task.upstream),
+        "timeout": task.timeout,
+        "retry": None if task.retry is None else retry_to_json(task.retry),
+        "position": position,
+    }
+
+
+def task_from_row(row: RowMapping) -> Task:
+    retry = row["retry"]
+    return Task(
+        name=row["name"],
+        kind=TaskKind(row["kind"]),
+        config=row["config"],
+        upstream=tuple(row["upstream"]),
+        timeout=row["timeout"],
+        retry=None if retry is None else retry_from_json(retry),
+    )
+
+
+def run_to_row(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "job_id": run.job_id,
+        "job_name": run.job_name,
+        "logical_date": run.logical_date,
+        "state": run.state.value,
+        "trigger": run.trigger.value,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+    }
+
+
+def run_from_row(row: RowMapping) -> Run:
+    return Run(
+        id=row["id"],
+        job_id=row["job_id"],
+        job_name=row["job_name"],
+        logical_date=row["logical_date"],
+        state=RunState(row["state"]),
+        trigger=RunTrigger(row["trigger"]),
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def task_run_to_row(tr: TaskRun) -> dict[str, Any]:
+    row = {name: getattr(tr, name) for name in _TASK_RUN_FIELDS}
+    row.update(
+        kind=tr.kind.value,
+        state=tr.state.value,
+        config=dict(tr.config),
+        retry=retry_to_json(tr.retry),
+        upstream=list(tr.upstream),
+    )
+    return row
+
+
+def task_run_from_row(row: RowMapping) -> TaskRun:
+    values = {name: row[name] for name in _TASK_RUN_FIELDS}
+    values.update(
+        kind=TaskKind(row["kind"]),
+        state=TaskRunState(row["state"]),
+        retry=retry_from_json(row["retry"]),
+        upstream=tuple(row["upstream"]),
+    )
+    return TaskRun(**values)
+
+
+def attempt_from_row(row: RowMapping) -> Attempt:
+    return Attempt(
+        task_run_id=row["task_run_id"],
+        attempt=row["attempt"],
+        state=TaskRunState(row["state"]),
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        error=row["error"],
+        exit_code=row["exit_code"],
+        worker_id=row["worker_id"],
+    )
+
+
+def log_to_row(chunk: LogChunk) -> dict[str, Any]:
+    return asdict(chunk)
+
+
+def log_from_row(row: RowMapping) -> LogChunk:
+    return LogChunk(
+        task_run_id=row["task_run_id"],
+        attempt=row["attempt"],
+        seq=row["seq"],
+        stream=row["stream"],
+        data=row["data"],
+        created_at=row["created_at"],
+    )

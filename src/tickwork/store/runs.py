@@ -1,0 +1,296 @@
+"""Runs: inserting, reading, listing, cancelling, retrying, and deriving run state."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tickwork.core.errors import NotFound, ValidationError
+from tickwork.core.model import NewRun, RunDetail, RunState, TaskRun, TaskRunState
+from tickwork.core.states import CANCELLABLE_AT_REST, RETRYABLE, derive_run_state
+from tickwork.ports import RunPage
+from tickwork.store.common import chunked, insert_ignoring_duplicates, param
+from tickwork.store.rows import (
+    attempt_from_row,
+    retry_to_json,
+    run_from_row,
+    run_to_row,
+    task_run_from_row,
+    task_run_to_row,
+)
+from tickwork.store.schema import attempts, runs, task_runs
+
+RUN_TERMINAL = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
+RUN_AT_REST = frozenset({RunState.SCHEDULED, RunState.QUEUED})
+DEAD = "dead"
+
+
+async def insert_runs(conn: AsyncConnection, new_runs: Sequence[NewRun]) -> None:
+    """Insert runs and their task runs; a duplicate (job, logical date) raises IntegrityError."""
+    if not new_runs:
+        return
+    await conn.execute(runs.insert(), [run_to_row(n.run) for n in new_runs])
+    await _insert_task_runs(conn, [tr for n in new_runs for tr in n.task_runs])
+
+
+async def insert_new_runs(conn: AsyncConnection, new_runs: Sequence[NewRun]) -> list[TaskRun]:
+    """Insert the runs whose (job, logical date) is free; returns the task runs inserted."""
+    if not new_runs:
+        return []
+    stmt = insert_ignoring_duplicates(conn, runs, ["job_id", "logical_date"])
+    result = await conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
+    inserted = set(result.scalars().all())
+    fresh = [tr for n in new_runs if n.run.id in inserted for tr in n.task_runs]
+    await _insert_task_runs(conn, fresh)
+    return fresh
+
+
+async def _insert_task_runs(conn: AsyncConnection, items: Sequence[TaskRun]) -> None:
+    if items:
+        await conn.execute(task_runs.insert(), [task_run_to_row(tr) for tr in items])
+
+
+async def get_run(conn: AsyncConnection, run_id: str) -> RunDetail | None:
+    row = (await conn.execute(sa.select(runs).where(runs.c.id == run_id))).mappings().first()
+    if row is None:
+        return None
+    trs = await conn.execute(
+        sa.select(task_runs).where(task_runs.c.run_id == run_id).order_by(task_runs.c.id)
+    )
+    history = await conn.execute(
+        sa.select(attempts)
+        .join(task_runs, task_runs.c.id == attempts.c.task_run_id)
+        .where(task_runs.c.run_id == run_id)
+        .order_by(attempts.c.task_run_id, attempts.c.attempt)
+    )
+    return RunDetail(
+        run=run_from_row(row),
+        task_runs=tuple(task_run_from_row(r) for r in trs.mappings()),
+        attempts=tuple(attempt_from_row(r) for r in history.mappings()),
+    )
+
+
+async def list_runs(
+    conn: AsyncConnection, job_id: str | None, state: str | None, limit: int, cursor: str | None
+) -> RunPage:
+    query = sa.select(runs).order_by(runs.c.logical_date.desc(), runs.c.id.desc())
+    if job_id is not None:
+        query = query.where(runs.c.job_id == job_id)
+    if state is not None:
+        query = query.where(_state_filter(state))
+    if cursor is not None:
+        logical_date, run_id = decode_cursor(cursor)
+        query = query.where(
+            sa.or_(
+                runs.c.logical_date < logical_date,
+                sa.and_(runs.c.logical_date == logical_date, runs.c.id < run_id),
+            )
+        )
+    rows = (await conn.execute(query.limit(limit + 1))).mappings().all()
+    page = [run_from_row(r) for r in rows[:limit]]
+    more = len(rows) > limit and bool(page)
+    return RunPage(runs=page, next_cursor=encode_cursor(page[-1]) if more else None)
+
+
+def _state_filter(state: str) -> sa.ColumnElement[bool]:
+    if state == DEAD:
+        failed = sa.select(task_runs.c.id).where(
+            task_runs.c.run_id == runs.c.id, task_runs.c.state == TaskRunState.FAILED.value
+        )
+        return failed.exists()
+    if state not in {s.value for s in RunState}:
+        accepted = ", ".join([*(s.value for s in RunState), DEAD])
+        raise ValidationError("state", f"must be one of {accepted}")
+    return runs.c.state == state
+
+
+def encode_cursor(run: Any) -> str:
+    raw = f"{run.logical_date.isoformat()}|{run.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        iso, run_id = raw.split("|", 1)
+        logical_date = datetime.fromisoformat(iso)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise ValidationError("cursor", "is not a cursor returned by a previous page") from None
+    if logical_date.tzinfo is None:
+        raise ValidationError("cursor", "is not a cursor returned by a previous page")
+    return logical_date, run_id
+
+
+async def cancel_task_runs(
+    conn: AsyncConnection, where: sa.ColumnElement[bool], now: datetime
+) -> list[TaskRun]:
+    """Cancel matching unfinished task runs; returns the running ones (now cancel_requested)."""
+    at_rest = await conn.execute(
+        sa.update(task_runs)
+        .where(where, task_runs.c.state.in_([s.value for s in CANCELLABLE_AT_REST]))
+        .values(state=TaskRunState.CANCELLED.value, finished_at=now)
+        .returning(task_runs.c.run_id)
+    )
+    changed = set(at_rest.scalars().all())
+    running = await conn.execute(
+        sa.update(task_runs)
+        .where(where, task_runs.c.state == TaskRunState.RUNNING.value)
+        .values(cancel_requested=True)
+        .returning(*task_runs.c)
+    )
+    requested = [task_run_from_row(r) for r in running.mappings()]
+    await refresh_runs(conn, changed, now)
+    return requested
+
+
+async def cancel_run(conn: AsyncConnection, run_id: str, now: datetime) -> list[TaskRun]:
+    await _require_run(conn, run_id)
+    return await cancel_task_runs(conn, task_runs.c.run_id == run_id, now)
+
+
+async def retry_run(conn: AsyncConnection, run_id: str, now: datetime) -> list[TaskRun]:
+    await _require_run(conn, run_id)
+    result = await conn.execute(
+        sa.select(task_runs)
+        .where(
+            task_runs.c.run_id == run_id,
+            task_runs.c.state.in_([s.value for s in RETRYABLE]),
+        )
+        .order_by(task_runs.c.id)
+        .with_for_update()
+    )
+    retried = [_one_more_attempt(task_run_from_row(r), now) for r in result.mappings()]
+    if not retried:
+        return []
+    await conn.execute(_RETRY_UPDATE, [_retry_params(tr) for tr in retried])
+    await refresh_runs(conn, [run_id], now)
+    return retried
+
+
+def _one_more_attempt(tr: TaskRun, now: datetime) -> TaskRun:
+    attempt = tr.attempt + 1
+    policy = dataclasses.replace(tr.retry, max_attempts=max(tr.retry.max_attempts, attempt))
+    return dataclasses.replace(
+        tr,
+        state=TaskRunState.SCHEDULED,
+        attempt=attempt,
+        retry=policy,
+        due_at=now,
+        queued_at=None,
+        started_at=None,
+        finished_at=None,
+        heartbeat_at=None,
+        worker_id=None,
+        cancel_requested=False,
+    )
+
+
+_RETRY_UPDATE = (
+    sa.update(task_runs)
+    .where(
+        task_runs.c.id == sa.bindparam("p_key_id"),
+        task_runs.c.attempt == sa.bindparam("p_key_attempt"),
+        task_runs.c.state.in_([s.value for s in RETRYABLE]),
+    )
+    .values(
+        state=TaskRunState.SCHEDULED.value,
+        attempt=param(task_runs.c.attempt),
+        retry=param(task_runs.c.retry),
+        due_at=param(task_runs.c.due_at),
+        queued_at=None,
+        started_at=None,
+        finished_at=None,
+        heartbeat_at=None,
+        worker_id=None,
+        cancel_requested=False,
+    )
+)
+
+
+def _retry_params(tr: TaskRun) -> dict[str, Any]:
+    return {
+        "p_key_id": tr.id,
+        "p_key_attempt": tr.attempt - 1,
+        "p_attempt": tr.attempt,
+        "p_retry": retry_to_json(tr.retry),
+        "p_due_at": tr.due_at,
+    }
+
+
+async def _require_run(conn: AsyncConnection, run_id: str) -> None:
+    found = await conn.scalar(sa.select(runs.c.id).where(runs.c.id == run_id))
+    if found is None:
+        raise NotFound("run", run_id)
+
+
+# -- derived run state -----------------------------------------------------------------
+
+
+async def refresh_runs(conn: AsyncConnection, run_ids: Iterable[str], now: datetime) -> None:
+    """Set each run's state, started_at and finished_at from its task runs (batched)."""
+    for chunk in chunked(sorted(set(run_ids))):
+        children = await conn.execute(
+            sa.select(
+                task_runs.c.run_id,
+                task_runs.c.state,
+                task_runs.c.started_at,
+                task_runs.c.finished_at,
+            ).where(task_runs.c.run_id.in_(chunk))
+        )
+        by_run: dict[str, list[RowMapping]] = defaultdict(list)
+        for child in children.mappings():
+            by_run[child["run_id"]].append(child)
+        parents = await conn.execute(sa.select(runs).where(runs.c.id.in_(chunk)))
+        changes = [
+            change
+            for parent in parents.mappings()
+            if (change := _derived(parent, by_run[parent["id"]], now)) is not None
+        ]
+        if changes:
+            await conn.execute(_RUN_UPDATE, changes)
+
+
+_RUN_UPDATE = (
+    sa.update(runs)
+    .where(runs.c.id == sa.bindparam("p_key_id"))
+    .values(
+        state=param(runs.c.state),
+        started_at=param(runs.c.started_at),
+        finished_at=param(runs.c.finished_at),
+    )
+)
+
+
+def _derived(
+    parent: RowMapping, children: Sequence[RowMapping], now: datetime
+) -> dict[str, Any] | None:
+    state = derive_run_state(TaskRunState(c["state"]) for c in children)
+    started = [c["started_at"] for c in children if c["started_at"] is not None]
+    finished = [c["finished_at"] for c in children if c["finished_at"] is not None]
+    started_at = parent["started_at"] or min(started, default=None)
+    if state in RUN_AT_REST:
+        started_at = None
+    elif state == RunState.RUNNING and started_at is None:
+        started_at = now
+    finished_at = None
+    if state in RUN_TERMINAL:
+        unchanged = parent["state"] == state.value and parent["finished_at"] is not None
+        finished_at = parent["finished_at"] if unchanged else max(finished, default=now)
+    new = (state.value, started_at, finished_at)
+    if new == (parent["state"], parent["started_at"], parent["finished_at"]):
+        return None
+    return {
+        "p_key_id": parent["id"],
+        "p_state": new[0],
+        "p_started_at": new[1],
+        "p_finished_at": new[2],
+    }

@@ -1,0 +1,179 @@
+"""SQLAlchemy Core tables for the SQL store (SQLite and PostgreSQL).
+
+Migrations in ``migrations/`` must produce exactly this metadata; a contract test checks it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+ID = sa.String(64)
+NAME = sa.String(200)
+STATE = sa.String(20)
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """Stores UTC; always returns aware UTC datetimes on every backend.
+
+    PostgreSQL keeps a ``timestamptz``. SQLite keeps SQLAlchemy's fixed-width text form of the
+    naive UTC time, so string comparison orders instants correctly and equality is exact.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            # A naive datetime is a bug upstream: refuse it rather than guess its zone.
+            raise ValueError(f"naive datetime {value.isoformat()} given; use aware UTC")
+        utc = value.astimezone(UTC)
+        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _ts(name: str, **kw: Any) -> sa.Column[datetime]:
+    return sa.Column(name, UTCDateTime(), **kw)
+
+
+metadata = sa.MetaData()
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("name", NAME, nullable=False),
+    sa.Column("schedule_kind", sa.String(10), nullable=False),
+    sa.Column("cron", sa.String(200)),
+    sa.Column("timezone", sa.String(64), nullable=False),
+    _ts("at"),
+    _ts("start_at"),
+    _ts("end_at"),
+    sa.Column("catchup", sa.Boolean, nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False),
+    sa.Column("queue", sa.String(100), nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("retry", sa.JSON, nullable=False),
+    sa.Column("timeout", sa.Float),
+    sa.Column("tags", sa.JSON, nullable=False),
+    sa.Column("metadata", sa.JSON, nullable=False),
+    _ts("next_fire_at"),
+    _ts("last_fire_at"),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+    _ts("deleted_at"),
+)
+# A name is unique among live jobs only: a deleted job's history keeps its name.
+sa.Index(
+    "uq_jobs_live_name",
+    jobs.c.name,
+    unique=True,
+    sqlite_where=jobs.c.deleted_at.is_(None),
+    postgresql_where=jobs.c.deleted_at.is_(None),
+)
+sa.Index("ix_jobs_next_fire_at", jobs.c.next_fire_at)
+
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("job_id", ID, sa.ForeignKey("jobs.id"), primary_key=True),
+    sa.Column("name", NAME, primary_key=True),
+    sa.Column("kind", sa.String(10), nullable=False),
+    sa.Column("config", sa.JSON, nullable=False),
+    sa.Column("upstream", sa.JSON, nullable=False),
+    sa.Column("timeout", sa.Float),
+    sa.Column("retry", sa.JSON),
+    sa.Column("position", sa.Integer, nullable=False),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("job_id", ID, sa.ForeignKey("jobs.id"), nullable=False),
+    sa.Column("job_name", NAME, nullable=False),
+    _ts("logical_date", nullable=False),
+    sa.Column("state", STATE, nullable=False),
+    sa.Column("trigger", sa.String(10), nullable=False),
+    _ts("created_at", nullable=False),
+    _ts("started_at"),
+    _ts("finished_at"),
+    # Two schedulers materializing the same cron fire collide here; the second is a no-op.
+    sa.UniqueConstraint("job_id", "logical_date", name="uq_runs_job_logical_date"),
+)
+# Newest-first listing scans these backwards (logical_date DESC, id DESC).
+sa.Index("ix_runs_job_logical_date_id", runs.c.job_id, runs.c.logical_date, runs.c.id)
+sa.Index("ix_runs_logical_date_id", runs.c.logical_date, runs.c.id)
+sa.Index("ix_runs_state_logical_date", runs.c.state, runs.c.logical_date)
+
+task_runs = sa.Table(
+    "task_runs",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("run_id", ID, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("job_id", ID, nullable=False),
+    sa.Column("job_name", NAME, nullable=False),
+    sa.Column("task_name", NAME, nullable=False),
+    sa.Column("kind", sa.String(10), nullable=False),
+    sa.Column("config", sa.JSON, nullable=False),
+    sa.Column("state", STATE, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("retry", sa.JSON, nullable=False),
+    _ts("due_at", nullable=False),
+    _ts("logical_date", nullable=False),
+    sa.Column("timeout", sa.Float),
+    sa.Column("queue", sa.String(100), nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("upstream", sa.JSON, nullable=False),
+    _ts("queued_at"),
+    _ts("started_at"),
+    _ts("finished_at"),
+    _ts("heartbeat_at"),
+    sa.Column("worker_id", sa.String(200)),
+    sa.Column("error", sa.Text),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False),
+)
+sa.Index("ix_task_runs_state_due_at", task_runs.c.state, task_runs.c.due_at)
+sa.Index("ix_task_runs_state_heartbeat_at", task_runs.c.state, task_runs.c.heartbeat_at)
+sa.Index("ix_task_runs_state_queued_at", task_runs.c.state, task_runs.c.queued_at)
+sa.Index("ix_task_runs_run_id", task_runs.c.run_id)
+sa.Index("ix_task_runs_job_id", task_runs.c.job_id)
+
+attempts = sa.Table(
+    "attempts",
+    metadata,
+    sa.Column("task_run_id", ID, sa.ForeignKey("task_runs.id"), primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("state", STATE, nullable=False),
+    _ts("started_at"),
+    _ts("finished_at", nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("worker_id", sa.String(200)),
+)
+
+task_logs = sa.Table(
+    "task_logs",
+    metadata,
+    sa.Column("task_run_id", ID, sa.ForeignKey("task_runs.id"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("stream", sa.String(10), nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+    _ts("created_at", nullable=False),
+)
+
+#: Children first, so deleting in this order never trips a foreign key.
+TABLES_CHILDREN_FIRST = (task_logs, attempts, task_runs, runs, tasks, jobs)
