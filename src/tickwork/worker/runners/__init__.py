@@ -1,0 +1,55 @@
+"""Task runners, one per task kind, and the function that builds the set a worker uses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import httpx2
+
+from tickwork.core.model import TaskKind
+from tickwork.ports import Runner
+from tickwork.worker.runners.http import HttpGuard, HttpRunner, RequestRefused, allow_all
+from tickwork.worker.runners.python import PythonRunner, TargetError
+from tickwork.worker.runners.shell import ShellRunner
+
+__all__ = [
+    "HttpGuard",
+    "HttpRunner",
+    "PythonRunner",
+    "RequestRefused",
+    "ShellRunner",
+    "TargetError",
+    "build_runners",
+    "close_runners",
+]
+
+
+def build_runners(
+    *,
+    http_guard: HttpGuard = allow_all,
+    http_client: httpx2.AsyncClient | None = None,
+    http_timeout: float = 30.0,
+    base_env: Mapping[str, str] | None = None,
+    capture_output: bool = True,
+) -> dict[TaskKind, Runner]:
+    """The runners of every task kind, ready for a worker pool.
+
+    ``capture_output`` lets the python runner install the ``sys.stdout`` / ``sys.stderr``
+    proxies that route a task's prints to its log (once per process; they pass output
+    through when no task runs). Close the result with :func:`close_runners`, which closes
+    the http client.
+    """
+    return {
+        TaskKind.SHELL: ShellRunner(base_env=base_env),
+        TaskKind.HTTP: HttpRunner(
+            client=http_client, guard=http_guard, default_timeout=http_timeout
+        ),
+        TaskKind.PYTHON: PythonRunner(capture_output=capture_output),
+    }
+
+
+async def close_runners(runners: Mapping[TaskKind, Runner]) -> None:
+    """Release what the runners hold (the http client's connections)."""
+    for runner in runners.values():
+        if isinstance(runner, HttpRunner):
+            await runner.aclose()

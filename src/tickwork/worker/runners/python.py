@@ -1,0 +1,202 @@
+"""The python runner: call ``module.path:function`` inside the worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import re
+import traceback
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from tickwork.core.errors import TickworkError, ValidationError
+from tickwork.core.model import TaskRun
+from tickwork.ports import LogSink, RunResult
+from tickwork.worker import capture
+from tickwork.worker.runners._wait import Ending, ended, wait_for_end
+
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+# Frames of these modules sit between the task and us; users need not read them.
+_PLUMBING = ("asyncio", "concurrent.futures", "contextvars", "tickwork.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class PythonSpec:
+    """A python task's config, checked."""
+
+    target: str
+    kwargs: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    function: Callable[..., Any]
+    is_async: bool
+
+
+class TargetError(TickworkError):
+    """A ``module:function`` target that cannot be imported or called."""
+
+
+def parse_python_spec(config: Mapping[str, Any]) -> PythonSpec:
+    """Check a python task's config; raise ``ValidationError`` naming the field at fault."""
+    target = config.get("target")
+    if not isinstance(target, str) or not _TARGET.match(target):
+        raise ValidationError("config.target", "must look like 'module.path:function'")
+    kwargs = config.get("kwargs")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise ValidationError("config.kwargs", "must be a JSON object of keyword arguments")
+    return PythonSpec(target=target, kwargs=kwargs)
+
+
+def resolve_target(target: str) -> Callable[..., Any]:
+    """Import ``module.path:attr.path`` and return the callable; raise ``TargetError``."""
+    module_name, _, attr_path = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TargetError(f"cannot import {target}: {exc}") from exc
+    except Exception as exc:  # the module itself raised while being imported
+        raise TargetError(f"cannot import {target}: {type(exc).__name__}: {exc}") from exc
+    for name in attr_path.split("."):
+        try:
+            obj = getattr(obj, name)
+        except AttributeError as exc:
+            raise TargetError(f"cannot import {target}: {exc}") from exc
+    if not callable(obj):
+        raise TargetError(f"cannot import {target}: {attr_path} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+class PythonRunner:
+    """Runs ``python`` tasks: ``target`` called with ``kwargs`` in the worker process.
+
+    Async functions are awaited in the worker's loop; sync functions run in the loop's
+    default thread pool so they do not block it. Imported targets are cached. With
+    ``capture_output``, ``print()`` and ``sys.stdout`` / ``sys.stderr`` writes of the task go
+    to its sink: each attempt makes sure the capture proxies are installed (a cheap check,
+    and it survives code such as pytest that swaps ``sys.stdout`` behind our back).
+
+    On timeout or cancel an async function is cancelled (it gets ``cancel_grace`` seconds to
+    clean up). A sync function cannot be stopped: Python has no way to kill a thread. The
+    attempt ends at once as timed out or cancelled, and the thread keeps running in the
+    background until the function returns; its late output still reaches the sink.
+    """
+
+    def __init__(self, *, capture_output: bool = True, cancel_grace: float = 0.5) -> None:
+        self._capture_output = capture_output
+        self._cancel_grace = cancel_grace
+        self._targets: dict[str, _Target] = {}
+
+    async def run(self, task_run: TaskRun, log: LogSink, cancel: asyncio.Event) -> RunResult:
+        """Execute one attempt; see the class docstring and ``tickwork.ports.Runner``."""
+        try:
+            spec = parse_python_spec(task_run.config)
+            target = self._targets.get(spec.target) or await self._load(spec.target)
+        except (ValidationError, TargetError) as exc:
+            return RunResult(ok=False, error=str(exc))
+        if cancel.is_set():
+            return ended(Ending.CANCELLED, task_run.timeout)
+        if self._capture_output:
+            capture.install()
+        output = capture.LineBufferedSink(log)
+        try:
+            return await self._call(target, spec.kwargs, output, task_run.timeout, cancel)
+        finally:
+            output.close()
+
+    async def _load(self, name: str) -> _Target:
+        # A first import reads files and runs module code: keep that off the loop.
+        function = await asyncio.to_thread(resolve_target, name)
+        target = _Target(function, inspect.iscoroutinefunction(function))
+        self._targets[name] = target
+        return target
+
+    async def _call(
+        self,
+        target: _Target,
+        kwargs: Mapping[str, Any],
+        output: capture.LineBufferedSink,
+        timeout: float | None,
+        cancel: asyncio.Event,
+    ) -> RunResult:
+        try:
+            work = self._start(target, kwargs, output)
+        except TypeError as exc:  # an async function called with the wrong kwargs
+            return _failure(exc, output)
+        ending = await wait_for_end(work, timeout, cancel)
+        if ending is Ending.DONE:
+            return _finished(work, output)
+        work.add_done_callback(_discard_outcome)
+        if target.is_async:
+            work.cancel()
+            await asyncio.wait({work}, timeout=self._cancel_grace)
+        else:
+            output.write("system", f"{ending.value}: the function's thread runs on\n")
+        return ended(ending, timeout)
+
+    def _start(
+        self, target: _Target, kwargs: Mapping[str, Any], output: capture.LineBufferedSink
+    ) -> asyncio.Future[Any]:
+        coro: Coroutine[Any, Any, Any]
+        if target.is_async:
+            sink: LogSink = output
+            coro = target.function(**kwargs)
+        else:
+            sink = capture.LoopSink(asyncio.get_running_loop(), output)
+            coro = asyncio.to_thread(target.function, **kwargs)
+        # The new task copies this context, binding included; to_thread carries it on.
+        token = capture.bind(sink)
+        try:
+            return asyncio.ensure_future(coro)
+        finally:
+            capture.unbind(token)
+
+
+def _finished(work: asyncio.Future[Any], output: LogSink) -> RunResult:
+    if work.cancelled():
+        return RunResult(ok=False, error="CancelledError: the task cancelled itself")
+    exc = work.exception()
+    if exc is not None:
+        return _failure(exc, output)
+    value = work.result()
+    if value is not None:
+        output.write("system", _describe_result(value))
+    return RunResult(ok=True)
+
+
+def _failure(exc: BaseException, output: LogSink) -> RunResult:
+    tb = _user_frames(exc.__traceback__)
+    output.write("stderr", "".join(traceback.format_exception(type(exc), exc, tb)))
+    message = str(exc)
+    name = type(exc).__name__
+    return RunResult(ok=False, error=f"{name}: {message}" if message else name)
+
+
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
+    while tb is not None and tb.tb_next is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if not module.startswith(_PLUMBING):
+            break
+        tb = tb.tb_next
+    return tb
+
+
+def _describe_result(value: Any) -> str:
+    try:
+        return f"result: {json.dumps(value)}\n"
+    except (TypeError, ValueError):
+        return f"result is not JSON-serializable: {type(value).__name__}\n"
+
+
+def _discard_outcome(work: asyncio.Future[Any]) -> None:
+    # An abandoned attempt's exception has nobody to go to; retrieving it keeps asyncio
+    # from logging "exception was never retrieved".
+    if not work.cancelled():
+        work.exception()

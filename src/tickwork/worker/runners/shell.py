@@ -1,0 +1,210 @@
+"""The shell runner: one subprocess per attempt, in its own process group."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import signal
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from tickwork.core.errors import ValidationError
+from tickwork.core.model import TaskRun
+from tickwork.ports import LogSink, RunResult
+from tickwork.worker.runners._wait import Ending, ended, wait_for_end
+
+_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ShellSpec:
+    """A shell task's config, checked: the argv to exec, extra env, working directory."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str | None
+
+
+def parse_shell_spec(config: Mapping[str, Any]) -> ShellSpec:
+    """Check a shell task's config; raise ``ValidationError`` naming the field at fault."""
+    if config.get("shell", False):
+        command = config.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ValidationError("config.command", "must be a non-empty string with shell: true")
+        argv: tuple[str, ...] = ("/bin/sh", "-c", command)
+    else:
+        raw = config.get("argv")
+        if not isinstance(raw, list | tuple) or not raw or not all(isinstance(a, str) for a in raw):
+            raise ValidationError("config.argv", "must be a non-empty list of strings")
+        argv = tuple(raw)
+    return ShellSpec(argv=argv, env=_parse_env(config.get("env")), cwd=_parse_cwd(config))
+
+
+def _parse_env(env: object) -> Mapping[str, str]:
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise ValidationError("config.env", "must be an object mapping names to string values")
+    return env
+
+
+def _parse_cwd(config: Mapping[str, Any]) -> str | None:
+    cwd = config.get("cwd")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd):
+        raise ValidationError("config.cwd", "must be a directory path (a non-empty string)")
+    return cwd
+
+
+def tickwork_env(task_run: TaskRun) -> dict[str, str]:
+    """The variables that tell a task which job, run and attempt it is executing."""
+    logical = task_run.logical_date.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return {
+        "TICKWORK_JOB": task_run.job_name,
+        "TICKWORK_RUN_ID": task_run.run_id,
+        "TICKWORK_TASK_RUN_ID": task_run.id,
+        "TICKWORK_ATTEMPT": str(task_run.attempt),
+        "TICKWORK_LOGICAL_DATE": logical,
+    }
+
+
+class ShellRunner:
+    """Runs ``shell`` tasks: ``argv`` exec'd directly, or ``command`` under ``/bin/sh -c``.
+
+    Each attempt gets its own session and process group, so a timeout or a cancel reaches
+    everything the command started: SIGTERM to the group, then SIGKILL after ``kill_grace``
+    seconds. When the main process exits by itself, anything it left behind that still holds
+    its stdout/stderr is killed after ``drain_grace`` seconds so the attempt can finish;
+    background processes that closed those pipes are left alone. Output is streamed to the
+    sink while the process runs, decoded as UTF-8 with invalid bytes replaced. Stdin is
+    ``/dev/null``. The environment is ``base_env`` (default: the worker's own, read at each
+    spawn), then the task's ``env``, then the ``TICKWORK_*`` variables.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        kill_grace: float = 0.5,
+        drain_grace: float = 0.5,
+    ) -> None:
+        self._base_env = base_env
+        self._kill_grace = kill_grace
+        self._drain_grace = drain_grace
+
+    async def run(self, task_run: TaskRun, log: LogSink, cancel: asyncio.Event) -> RunResult:
+        """Execute one attempt; see the class docstring and ``tickwork.ports.Runner``."""
+        try:
+            spec = parse_shell_spec(task_run.config)
+        except ValidationError as exc:
+            return RunResult(ok=False, error=str(exc))
+        if cancel.is_set():
+            return ended(Ending.CANCELLED, task_run.timeout)
+        try:
+            proc = await self._spawn(spec, task_run)
+        except OSError as exc:
+            return RunResult(ok=False, error=_spawn_error(exc, spec))
+        return await self._supervise(proc, task_run.timeout, log, cancel)
+
+    async def _spawn(self, spec: ShellSpec, task_run: TaskRun) -> asyncio.subprocess.Process:
+        base = os.environ if self._base_env is None else self._base_env
+        env = {**base, **spec.env, **tickwork_env(task_run)}
+        return await asyncio.create_subprocess_exec(
+            *spec.argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=spec.cwd,
+            env=env,
+            start_new_session=True,
+        )
+
+    async def _supervise(
+        self,
+        proc: asyncio.subprocess.Process,
+        timeout: float | None,
+        log: LogSink,
+        cancel: asyncio.Event,
+    ) -> RunResult:
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = {
+            asyncio.ensure_future(_pump(proc.stdout, "stdout", log)),
+            asyncio.ensure_future(_pump(proc.stderr, "stderr", log)),
+        }
+        exited = asyncio.ensure_future(proc.wait())
+        try:
+            ending = await wait_for_end(exited, timeout, cancel)
+            if ending is not Ending.DONE:
+                log.write("system", f"{ending.value}: stopping process group {proc.pid}\n")
+                await self._stop(proc.pid, exited)
+            await self._drain(proc.pid, pumps)
+        except BaseException:
+            # The worker itself is being cancelled: leave no process behind.
+            _signal_group(proc.pid, signal.SIGKILL)
+            for pump in pumps:
+                pump.cancel()
+            raise
+        if ending is not Ending.DONE:
+            return ended(ending, timeout)
+        return _exit_result(exited.result())
+
+    async def _stop(self, pgid: int, exited: asyncio.Future[int]) -> None:
+        _signal_group(pgid, signal.SIGTERM)
+        await asyncio.wait({exited}, timeout=self._kill_grace)
+        # Also reaches members that ignored SIGTERM after the leader obeyed it.
+        _signal_group(pgid, signal.SIGKILL)
+        await exited
+
+    async def _drain(self, pgid: int, pumps: set[asyncio.Task[None]]) -> None:
+        _, pending = await asyncio.wait(pumps, timeout=self._drain_grace)
+        if not pending:
+            return
+        # A leftover process holds the pipes open; it would keep the attempt alive forever.
+        _signal_group(pgid, signal.SIGKILL)
+        _, pending = await asyncio.wait(pending, timeout=self._drain_grace)
+        for pump in pending:  # it escaped the group (setsid) but kept our pipe: stop reading
+            pump.cancel()
+
+
+async def _pump(reader: asyncio.StreamReader, stream: str, log: LogSink) -> None:
+    # Incremental decoding keeps a multi-byte character that straddles two reads intact.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while chunk := await reader.read(_CHUNK):
+        if text := decoder.decode(chunk):
+            log.write(stream, text)
+    if tail := decoder.decode(b"", final=True):
+        log.write(stream, tail)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError, PermissionError):  # the group is already gone
+        os.killpg(pgid, sig)
+
+
+def _exit_result(returncode: int) -> RunResult:
+    if returncode == 0:
+        return RunResult(ok=True, exit_code=0)
+    if returncode < 0:
+        name = _signal_name(-returncode)
+        return RunResult(ok=False, error=f"killed by signal {name}", exit_code=returncode)
+    return RunResult(ok=False, error=f"exit code {returncode}", exit_code=returncode)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def _spawn_error(exc: OSError, spec: ShellSpec) -> str:
+    if spec.cwd is not None and exc.filename == spec.cwd:
+        return f"cannot start {spec.argv[0]!r}: working directory {spec.cwd!r}: {exc.strerror}"
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot start {spec.argv[0]!r}: command not found"
+    return f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}"
