@@ -58,4 +58,6 @@ def conflict_from(exc: IntegrityError) -> Conflict | None:
         return Conflict("id", "a task run with this id already exists")
     if "runs_pkey" in text or "runs.id" in text:
         return Conflict("id", "a run with this id already exists")
+    if "foreign key" in text.lower():
+        return Conflict("reference", "refers to a job, run or task run that does not exist")
     return None
