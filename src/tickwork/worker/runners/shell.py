@@ -6,6 +6,7 @@ import asyncio
 import codecs
 import os
 import signal
+import subprocess
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from tickwork.core.model import TaskRun
 from tickwork.ports import LogSink, RunResult
 from tickwork.worker.runners._wait import Ending, ended, wait_for_end
 
-_CHUNK = 64 * 1024
+_STREAMS = {1: "stdout", 2: "stderr"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +79,12 @@ class ShellRunner:
 
     Each attempt gets its own session and process group, so a timeout or a cancel reaches
     everything the command started: SIGTERM to the group, then SIGKILL after ``kill_grace``
-    seconds. When the main process exits by itself, anything it left behind that still holds
-    its stdout/stderr is killed after ``drain_grace`` seconds so the attempt can finish;
-    background processes that closed those pipes are left alone. Output is streamed to the
-    sink while the process runs, decoded as UTF-8 with invalid bytes replaced. Stdin is
-    ``/dev/null``. The environment is ``base_env`` (default: the worker's own, read at each
-    spawn), then the task's ``env``, then the ``TICKWORK_*`` variables.
+    seconds. When the main process exits by itself, anything it left behind in its group
+    that still holds its stdout/stderr is killed after ``drain_grace`` seconds so the attempt
+    can finish; background processes that closed those pipes are left alone. Output is
+    streamed to the sink while the process runs, decoded as UTF-8 with invalid bytes
+    replaced. Stdin is ``/dev/null``. The environment is ``base_env`` (default: the worker's
+    own, read at each spawn), then the task's ``env``, then the ``TICKWORK_*`` variables.
     """
 
     def __init__(
@@ -106,19 +107,32 @@ class ShellRunner:
         if cancel.is_set():
             return ended(Ending.CANCELLED, task_run.timeout)
         try:
-            proc = await self._spawn(spec, task_run)
+            transport, protocol = await self._spawn(spec, task_run, log)
         except OSError as exc:
             return RunResult(ok=False, error=_spawn_error(exc, spec))
-        return await self._supervise(proc, task_run.timeout, log, cancel)
+        try:
+            return await self._supervise(transport, protocol, task_run.timeout, cancel)
+        except BaseException:
+            # The worker itself is being cancelled: leave no process behind, and wait (briefly)
+            # until it is reaped so the loop is not closed under a running child.
+            _signal_group(transport.get_pid(), signal.SIGKILL)
+            await asyncio.wait({protocol.exited}, timeout=self._kill_grace)
+            raise
+        finally:
+            transport.close()
 
-    async def _spawn(self, spec: ShellSpec, task_run: TaskRun) -> asyncio.subprocess.Process:
+    async def _spawn(
+        self, spec: ShellSpec, task_run: TaskRun, log: LogSink
+    ) -> tuple[asyncio.SubprocessTransport, _OutputProtocol]:
         base = os.environ if self._base_env is None else self._base_env
         env = {**base, **spec.env, **tickwork_env(task_run)}
-        return await asyncio.create_subprocess_exec(
+        loop = asyncio.get_running_loop()
+        return await loop.subprocess_exec(
+            lambda: _OutputProtocol(log, loop),
             *spec.argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             cwd=spec.cwd,
             env=env,
             start_new_session=True,
@@ -126,59 +140,69 @@ class ShellRunner:
 
     async def _supervise(
         self,
-        proc: asyncio.subprocess.Process,
+        transport: asyncio.SubprocessTransport,
+        protocol: _OutputProtocol,
         timeout: float | None,
-        log: LogSink,
         cancel: asyncio.Event,
     ) -> RunResult:
-        assert proc.stdout is not None and proc.stderr is not None
-        pumps = {
-            asyncio.ensure_future(_pump(proc.stdout, "stdout", log)),
-            asyncio.ensure_future(_pump(proc.stderr, "stderr", log)),
-        }
-        exited = asyncio.ensure_future(proc.wait())
-        try:
-            ending = await wait_for_end(exited, timeout, cancel)
-            if ending is not Ending.DONE:
-                log.write("system", f"{ending.value}: stopping process group {proc.pid}\n")
-                await self._stop(proc.pid, exited)
-            await self._drain(proc.pid, pumps)
-        except BaseException:
-            # The worker itself is being cancelled: leave no process behind.
-            _signal_group(proc.pid, signal.SIGKILL)
-            for pump in pumps:
-                pump.cancel()
-            raise
+        pgid = transport.get_pid()  # a new session: the group id is the leader's pid
+        ending = await wait_for_end(protocol.exited, timeout, cancel)
+        if ending is not Ending.DONE:
+            protocol.log.write("system", f"{ending.value}: stopping process group {pgid}\n")
+            await self._stop(pgid, protocol.exited)
+        await self._drain(pgid, protocol.drained)
         if ending is not Ending.DONE:
             return ended(ending, timeout)
-        return _exit_result(exited.result())
+        returncode = transport.get_returncode()
+        assert returncode is not None
+        return _exit_result(returncode)
 
-    async def _stop(self, pgid: int, exited: asyncio.Future[int]) -> None:
+    async def _stop(self, pgid: int, exited: asyncio.Future[None]) -> None:
         _signal_group(pgid, signal.SIGTERM)
         await asyncio.wait({exited}, timeout=self._kill_grace)
         # Also reaches members that ignored SIGTERM after the leader obeyed it.
         _signal_group(pgid, signal.SIGKILL)
         await exited
 
-    async def _drain(self, pgid: int, pumps: set[asyncio.Task[None]]) -> None:
-        _, pending = await asyncio.wait(pumps, timeout=self._drain_grace)
-        if not pending:
+    async def _drain(self, pgid: int, drained: asyncio.Future[None]) -> None:
+        await asyncio.wait({drained}, timeout=self._drain_grace)
+        if drained.done():
             return
         # A leftover process holds the pipes open; it would keep the attempt alive forever.
         _signal_group(pgid, signal.SIGKILL)
-        _, pending = await asyncio.wait(pending, timeout=self._drain_grace)
-        for pump in pending:  # it escaped the group (setsid) but kept our pipe: stop reading
-            pump.cancel()
+        # If it escaped the group (setsid) it keeps the pipes: closing the transport stops
+        # our reading.
+        await asyncio.wait({drained}, timeout=self._drain_grace)
 
 
-async def _pump(reader: asyncio.StreamReader, stream: str, log: LogSink) -> None:
-    # Incremental decoding keeps a multi-byte character that straddles two reads intact.
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    while chunk := await reader.read(_CHUNK):
-        if text := decoder.decode(chunk):
-            log.write(stream, text)
-    if tail := decoder.decode(b"", final=True):
-        log.write(stream, tail)
+class _OutputProtocol(asyncio.SubprocessProtocol):
+    """Streams a child's stdout/stderr to the sink as it arrives; reports exit and EOF.
+
+    ``exited`` resolves when the process exits, whatever holds its pipes; ``drained`` when
+    both pipes are closed. (``Process.wait()`` would wait for both.)
+    """
+
+    def __init__(self, log: LogSink, loop: asyncio.AbstractEventLoop) -> None:
+        self.log = log
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.drained: asyncio.Future[None] = loop.create_future()
+        # Incremental decoding keeps a multi-byte character split across reads intact.
+        self._decoders = {fd: codecs.getincrementaldecoder("utf-8")("replace") for fd in (1, 2)}
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if isinstance(data, bytes) and (text := self._decoders[fd].decode(data)):
+            self.log.write(_STREAMS[fd], text)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        decoder = self._decoders.pop(fd, None)
+        if decoder is not None and (tail := decoder.decode(b"", final=True)):
+            self.log.write(_STREAMS[fd], tail)
+        if not self._decoders and not self.drained.done():
+            self.drained.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
