@@ -99,6 +99,10 @@ class HttpRunner:
         self._guard = guard
         self._default_timeout = default_timeout
 
+    @property
+    def client(self) -> httpx2.AsyncClient:
+        return self._client
+
     async def aclose(self) -> None:
         """Close the client, if the runner created it."""
         if self._owns_client:
