@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import importlib
 import inspect
 import json
 import re
 import traceback
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -130,7 +132,11 @@ class PythonRunner:
             work = self._start(target, kwargs, output)
         except TypeError as exc:  # an async function called with the wrong kwargs
             return _failure(exc, output)
-        ending = await wait_for_end(work, timeout, cancel)
+        if target.is_async:
+            # Let the coroutine take its first step: many finish in it, and then the cancel
+            # watcher that wait_for_end needs is not worth creating.
+            await asyncio.sleep(0)
+        ending = Ending.DONE if work.done() else await wait_for_end(work, timeout, cancel)
         if ending is Ending.DONE:
             return _finished(work, output)
         work.add_done_callback(_discard_outcome)
@@ -144,19 +150,16 @@ class PythonRunner:
     def _start(
         self, target: _Target, kwargs: Mapping[str, Any], output: capture.LineBufferedSink
     ) -> asyncio.Future[Any]:
-        coro: Coroutine[Any, Any, Any]
+        # The attempt runs in a copy of this context in which its sink is bound; that is
+        # what routes its prints (and only its prints) to its log.
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
         if target.is_async:
-            sink: LogSink = output
-            coro = target.function(**kwargs)
-        else:
-            sink = capture.LoopSink(asyncio.get_running_loop(), output)
-            coro = asyncio.to_thread(target.function, **kwargs)
-        # The new task copies this context, binding included; to_thread carries it on.
-        token = capture.bind(sink)
-        try:
-            return asyncio.ensure_future(coro)
-        finally:
-            capture.unbind(token)
+            context.run(capture.bind, output)
+            return loop.create_task(target.function(**kwargs), context=context)
+        context.run(capture.bind, capture.LoopSink(loop, output))
+        # What asyncio.to_thread does, without wrapping the future in one more task.
+        return loop.run_in_executor(None, functools.partial(context.run, target.function, **kwargs))
 
 
 def _finished(work: asyncio.Future[Any], output: LogSink) -> RunResult:
