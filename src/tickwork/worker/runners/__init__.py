@@ -31,25 +31,26 @@ def build_runners(
     http_timeout: float = 30.0,
     base_env: Mapping[str, str] | None = None,
     capture_output: bool = True,
+    python_threads: int = 32,
 ) -> dict[TaskKind, Runner]:
     """The runners of every task kind, ready for a worker pool.
 
     ``capture_output`` lets the python runner install the ``sys.stdout`` / ``sys.stderr``
     proxies that route a task's prints to its log (once per process; they pass output
-    through when no task runs). Close the result with :func:`close_runners`, which closes
-    the http client.
+    through when no task runs). ``python_threads`` bounds the sync python functions that
+    run at once. Close the result with :func:`close_runners`.
     """
     return {
         TaskKind.SHELL: ShellRunner(base_env=base_env),
         TaskKind.HTTP: HttpRunner(
             client=http_client, guard=http_guard, default_timeout=http_timeout
         ),
-        TaskKind.PYTHON: PythonRunner(capture_output=capture_output),
+        TaskKind.PYTHON: PythonRunner(capture_output=capture_output, max_threads=python_threads),
     }
 
 
 async def close_runners(runners: Mapping[TaskKind, Runner]) -> None:
-    """Release what the runners hold (the http client's connections)."""
+    """Release what the runners hold: the http client, the python runner's threads."""
     for runner in runners.values():
-        if isinstance(runner, HttpRunner):
+        if isinstance(runner, HttpRunner | PythonRunner):
             await runner.aclose()

@@ -11,6 +11,7 @@ import json
 import re
 import traceback
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -79,22 +80,32 @@ def resolve_target(target: str) -> Callable[..., Any]:
 class PythonRunner:
     """Runs ``python`` tasks: ``target`` called with ``kwargs`` in the worker process.
 
-    Async functions are awaited in the worker's loop; sync functions run in the loop's
-    default thread pool so they do not block it. Imported targets are cached. With
-    ``capture_output``, ``print()`` and ``sys.stdout`` / ``sys.stderr`` writes of the task go
-    to its sink: each attempt makes sure the capture proxies are installed (a cheap check,
-    and it survives code such as pytest that swaps ``sys.stdout`` behind our back).
+    Async functions are awaited in the worker's loop; sync functions run in the runner's
+    own pool of up to ``max_threads`` threads so they do not block it (not the loop's default
+    pool, which DNS lookups need: sync tasks stuck in it would stall every http task).
+    Imported targets are cached. With ``capture_output``, ``print()`` and ``sys.stdout`` /
+    ``sys.stderr`` writes of the task go to its sink: each attempt makes sure the capture
+    proxies are installed (a cheap check, and it survives code such as pytest that swaps
+    ``sys.stdout`` behind our back).
 
     On timeout or cancel an async function is cancelled (it gets ``cancel_grace`` seconds to
     clean up). A sync function cannot be stopped: Python has no way to kill a thread. The
     attempt ends at once as timed out or cancelled, and the thread keeps running in the
-    background until the function returns; its late output still reaches the sink.
+    background until the function returns (holding one of the pool's threads); its late
+    output still reaches the sink. Call :meth:`aclose` when done with the runner.
     """
 
-    def __init__(self, *, capture_output: bool = True, cancel_grace: float = 0.5) -> None:
+    def __init__(
+        self, *, capture_output: bool = True, cancel_grace: float = 0.5, max_threads: int = 32
+    ) -> None:
         self._capture_output = capture_output
         self._cancel_grace = cancel_grace
+        self._threads = ThreadPoolExecutor(max_threads, thread_name_prefix="tickwork-task")
         self._targets: dict[str, _Target] = {}
+
+    async def aclose(self) -> None:
+        """Stop the thread pool; sync functions still running finish in the background."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def run(self, task_run: TaskRun, log: LogSink, cancel: asyncio.Event) -> RunResult:
         """Execute one attempt; see the class docstring and ``tickwork.ports.Runner``."""
@@ -159,7 +170,8 @@ class PythonRunner:
             return loop.create_task(target.function(**kwargs), context=context)
         context.run(capture.bind, capture.LoopSink(loop, output))
         # What asyncio.to_thread does, without wrapping the future in one more task.
-        return loop.run_in_executor(None, functools.partial(context.run, target.function, **kwargs))
+        call = functools.partial(context.run, target.function, **kwargs)
+        return loop.run_in_executor(self._threads, call)
 
 
 def _finished(work: asyncio.Future[Any], output: LogSink) -> RunResult:
