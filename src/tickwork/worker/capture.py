@@ -3,9 +3,10 @@
 Python tasks run inside the worker process, many at once: async ones interleaved in one event
 loop and sync ones in threads. Swapping ``sys.stdout`` per task would mix their output, so a
 proxy is installed once as ``sys.stdout`` / ``sys.stderr``. It looks up the sink of the task
-that is writing in a :class:`contextvars.ContextVar`: asyncio tasks copy the context when they
-are created and ``asyncio.to_thread`` carries it into the thread, so each write lands in the
-sink of the task that made it. Writes made outside any task go to the original stream.
+that is writing in a :class:`contextvars.ContextVar`: an asyncio task runs in the context it
+was created with, and a thread runs what ``Context.run`` (or ``asyncio.to_thread``) hands it
+in the caller's context, so each write lands in the sink of the task that made it. Writes
+made outside any task go to the original stream.
 """
 
 from __future__ import annotations
