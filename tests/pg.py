@@ -61,7 +61,9 @@ class ThrowawayPostgres:
             os.chown(self._root, owner.pw_uid, owner.pw_gid)
         self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "-A", "trust", "-N")
         options = f"-p {self.port} -k {self._root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data_dir), "-o", options, "-w", "-t", "30", "start")
+        # -l: the server must not inherit our pipes, or waiting for pg_ctl never ends.
+        log = str(self._root / "server.log")
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", log, "-o", options, "-w", "start")
 
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
