@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from math import inf, isfinite
 
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import Outcome, RetryPolicy, TaskRun, TaskRunState
 
+#: The longest wait between attempts; longer ones would overflow ``timedelta`` arithmetic.
+MAX_DELAY = 7 * 24 * 3600.0
+
 
 def validate_retry(policy: RetryPolicy, field: str = "retry") -> RetryPolicy:
-    if policy.max_attempts < 1 or policy.max_attempts > 1000:
+    max_attempts = policy.max_attempts
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+        raise ValidationError(f"{field}.max_attempts", "must be a whole number from 1 to 1000")
+    if max_attempts < 1 or max_attempts > 1000:
         raise ValidationError(f"{field}.max_attempts", "must be between 1 and 1000")
+    for name in ("initial_delay", "multiplier", "max_delay", "jitter"):
+        value = getattr(policy, name)
+        # NaN compares false with everything, so it would slip through the range checks below.
+        if isinstance(value, bool) or not isinstance(value, int | float) or not isfinite(value):
+            raise ValidationError(f"{field}.{name}", "must be a finite number")
     if policy.initial_delay < 0:
         raise ValidationError(f"{field}.initial_delay", "must be zero or more seconds")
     if policy.multiplier < 1:
         raise ValidationError(f"{field}.multiplier", "must be 1 or more")
-    if policy.max_delay < policy.initial_delay:
-        raise ValidationError(f"{field}.max_delay", "must be at least initial_delay")
+    if not policy.initial_delay <= policy.max_delay <= MAX_DELAY:
+        raise ValidationError(
+            f"{field}.max_delay", "must be at least initial_delay and at most 7 days (604800 s)"
+        )
     if not 0 <= policy.jitter <= 1:
         raise ValidationError(f"{field}.jitter", "must be a fraction between 0 and 1")
     return policy
@@ -30,8 +44,13 @@ def backoff_delay(policy: RetryPolicy, attempt: int, rand: float) -> float:
     at ``max_delay``.
     """
     exponent = max(attempt - 1, 0)
-    # Cap the exponent so a large attempt count cannot overflow a float.
-    raw = policy.initial_delay * policy.multiplier ** min(exponent, 64)
+    # Cap the exponent, and treat an overflowing power as "past the cap": a large attempt
+    # count or multiplier must not raise.
+    try:
+        growth = policy.multiplier ** min(exponent, 64)
+    except OverflowError:
+        growth = inf
+    raw = policy.initial_delay * growth if policy.initial_delay else 0.0
     base = min(raw, policy.max_delay)
     spread = base * policy.jitter * (2 * rand - 1)
     return max(0.0, min(base + spread, policy.max_delay))

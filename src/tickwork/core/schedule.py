@@ -56,7 +56,7 @@ def validate_schedule(s: Schedule, now: datetime, *, allow_past: bool = False) -
     return replace(s, kind=kind, at=_validate_at(s.at, now, allow_past))
 
 
-def _kind(kind: object) -> ScheduleKind:
+def _kind(kind: str) -> ScheduleKind:
     try:
         return ScheduleKind(kind)
     except ValueError:
