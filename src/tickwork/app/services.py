@@ -1,0 +1,379 @@
+"""Application services: one async method per use case, shared by every edge (API, CLI, SDK).
+
+Each method is thin: validate with the core, make one store call (one transaction), then
+publish to the broker or wake the scheduler. Nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from tickwork.core.errors import Conflict, NotFound, ValidationError
+from tickwork.core.model import (
+    Job,
+    LogChunk,
+    NewRun,
+    RetryPolicy,
+    RunDetail,
+    RunState,
+    RunTrigger,
+    Schedule,
+    ScheduleKind,
+    Task,
+    TaskRun,
+    TaskRunState,
+)
+from tickwork.core.runs import new_run
+from tickwork.core.schedule import first_fire, upcoming, validate_schedule
+from tickwork.core.validate import validate_job
+from tickwork.ids import new_id
+from tickwork.ports import Broker, Delivery, RunPage, Store
+
+#: Run states after which nothing more happens to a run (until a manual retry).
+FINISHED_RUN_STATES: frozenset[RunState] = frozenset(
+    {RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED}
+)
+#: What ``list_runs(state=...)`` accepts: a run state, or ``dead`` for dead-lettered runs.
+RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
+
+
+def utc_now() -> datetime:
+    """The wall clock, in UTC (the default clock of the services)."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a user asks for when creating a job: a Job without identity or bookkeeping."""
+
+    name: str
+    schedule: Schedule
+    tasks: tuple[Task, ...]
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout: float | None = None
+    queue: str = "default"
+    priority: int = 0
+    catchup: bool = False
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """A page of jobs ordered by name; pass ``next_after`` back to get the next page."""
+
+    jobs: list[Job]
+    next_after: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LogPage:
+    """Log chunks of one task run after an offset, and where to continue from."""
+
+    run_id: str
+    task_run_id: str
+    chunks: list[LogChunk]
+    next_after_seq: int
+    run_state: RunState
+
+    @property
+    def finished(self) -> bool:
+        return self.run_state in FINISHED_RUN_STATES
+
+
+class Services:
+    """The use cases of tickwork over a store and a broker.
+
+    ``wake`` tells the scheduler that new timed work exists (an ``at`` run, a resumed job, a
+    retried run) so it re-plans without waiting out its sleep. ``clock``, ``rand`` and
+    ``make_id`` are injected so tests control time and identity.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        broker: Broker,
+        *,
+        wake: Callable[[], None] = lambda: None,
+        clock: Callable[[], datetime] = utc_now,
+        rand: Callable[[], float] = random.random,
+        make_id: Callable[[], str] = new_id,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self._wake = wake
+        self._clock = clock
+        self._rand = rand
+        self._make_id = make_id
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    async def create_job(self, spec: JobSpec, *, allow_past: bool = False) -> Job:
+        """Validate and store one job with its first run (``now`` / ``at``) or next fire."""
+        return (await self.create_jobs([spec], allow_past=allow_past))[0]
+
+    async def create_jobs(self, specs: Sequence[JobSpec], *, allow_past: bool = False) -> list[Job]:
+        """Create many jobs in one store transaction: all of them, or none.
+
+        Errors name the item (``jobs[3].schedule.cron``) when more than one job is given.
+        """
+        now = self._clock()
+        items = [
+            self._plan_job(spec, i, len(specs), now, allow_past) for i, spec in enumerate(specs)
+        ]
+        _refuse_duplicate_names([job for job, _ in items], len(specs))
+        await self.store.create_jobs(items)
+        await self._after_create([run for _, runs in items for run in runs])
+        return [job for job, _ in items]
+
+    async def get_job(self, name: str) -> Job:
+        """The live job called ``name``; ``NotFound`` otherwise."""
+        job = await self.store.get_job(name)
+        if job is None:
+            raise NotFound("job", name)
+        return job
+
+    async def list_jobs(self, *, limit: int = 100, after: str | None = None) -> JobPage:
+        """Live jobs ordered by name, ``limit`` at a time, starting after the name ``after``."""
+        _check_limit(limit, 1000)
+        jobs = await self.store.list_jobs(limit=limit, after=after)
+        next_after = jobs[-1].name if len(jobs) == limit else None
+        return JobPage(jobs=jobs, next_after=next_after)
+
+    async def delete_job(self, name: str) -> None:
+        """Delete a job (its history stays) and cancel its unfinished runs."""
+        job = await self.get_job(name)
+        await self.store.delete_job(job.id, self._clock())
+
+    async def pause(self, name: str) -> Job:
+        """Stop a job from creating new runs; runs already created are not touched."""
+        return await self._set_paused(name, True)
+
+    async def resume(self, name: str) -> Job:
+        """Let a paused job run again; the scheduler applies its catch-up rule to missed fires."""
+        job = await self._set_paused(name, False)
+        self._wake()
+        return job
+
+    async def trigger(self, name: str, logical_date: datetime | None = None) -> RunDetail:
+        """Run a job by hand now, for ``logical_date`` (default: now). Queued at once.
+
+        A second run for the same logical date is a ``Conflict``.
+        """
+        job = await self.get_job(name)
+        now = self._clock()
+        _require_aware(logical_date, "logical_date")
+        nr = self._queued_run(job, logical_date or now, RunTrigger.MANUAL, now)
+        await self.store.create_runs([nr])
+        await self._publish(nr.task_runs)
+        return await self.get_run(nr.run.id)
+
+    async def upcoming(self, name: str, count: int = 10) -> list[datetime]:
+        """The next ``count`` fire times of a job, in UTC (none for a ``now`` job)."""
+        _check_limit(count, 1000, "count")
+        job = await self.get_job(name)
+        if job.schedule.kind is ScheduleKind.CRON:
+            if job.next_fire_at is None:
+                return []
+            return [job.next_fire_at, *upcoming(job.schedule, job.next_fire_at, count - 1)]
+        if job.schedule.kind is ScheduleKind.AT and await self._at_run_pending(job):
+            assert job.schedule.at is not None
+            return [job.schedule.at]
+        return []
+
+    def preview(
+        self, cron: str, timezone: str = "UTC", count: int = 10, after: datetime | None = None
+    ) -> list[datetime]:
+        """The next ``count`` fires of a cron expression after ``after`` (default now). Pure.
+
+        Errors name the parameters: ``cron``, ``timezone``, ``count``, ``after``.
+        """
+        _check_limit(count, 1000, "count")
+        _require_aware(after, "after")
+        start = after or self._clock()
+        try:
+            schedule = validate_schedule(
+                Schedule(kind=ScheduleKind.CRON, cron=cron, timezone=timezone), start
+            )
+        except ValidationError as e:
+            raise ValidationError(e.field.removeprefix("schedule."), e.reason) from None
+        return upcoming(schedule, start, count)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    async def list_runs(
+        self,
+        *,
+        job: str | None = None,
+        state: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """Runs newest first; ``job`` is a job name, ``state`` a run state or ``dead``."""
+        _check_limit(limit, 1000)
+        if state is not None and state not in RUN_STATE_FILTERS:
+            raise ValidationError("state", f"must be one of {', '.join(RUN_STATE_FILTERS)}")
+        job_id = (await self.get_job(job)).id if job is not None else None
+        return await self.store.list_runs(job_id=job_id, state=state, limit=limit, cursor=cursor)
+
+    async def get_run(self, run_id: str) -> RunDetail:
+        """A run with its task runs and finished attempts; ``NotFound`` otherwise."""
+        detail = await self.store.get_run(run_id)
+        if detail is None:
+            raise NotFound("run", run_id)
+        return detail
+
+    async def cancel_run(self, run_id: str) -> RunDetail:
+        """Cancel a run: tasks at rest stop at once, running ones are killed by their worker.
+
+        Workers learn of the request through their heartbeat, within about a second.
+        """
+        detail = await self.get_run(run_id)
+        if detail.run.state in FINISHED_RUN_STATES:
+            raise Conflict("run", f"run {run_id} has already finished ({detail.run.state})")
+        await self.store.cancel_run(run_id, self._clock())
+        return await self.get_run(run_id)
+
+    async def retry_run(self, run_id: str) -> RunDetail:
+        """Give a run's failed, upstream-failed or cancelled task runs one more attempt."""
+        await self.get_run(run_id)
+        changed = await self.store.retry_run(run_id, self._clock())
+        if not changed:
+            raise Conflict(
+                "run", f"run {run_id} has no failed, upstream_failed or cancelled task to retry"
+            )
+        self._wake()
+        return await self.get_run(run_id)
+
+    async def logs(
+        self, run_id: str, *, task: str | None = None, after_seq: int = -1, limit: int = 1000
+    ) -> LogPage:
+        """Captured output of one task of a run after ``after_seq``, in order.
+
+        ``task`` names the task; it may be left out when the run has a single task.
+        """
+        _check_limit(limit, 10_000)
+        detail = await self.get_run(run_id)
+        task_run = _pick_task_run(detail, task)
+        chunks = await self.store.read_logs(task_run.id, after_seq=after_seq, limit=limit)
+        return LogPage(
+            run_id=run_id,
+            task_run_id=task_run.id,
+            chunks=chunks,
+            next_after_seq=chunks[-1].seq if chunks else after_seq,
+            run_state=detail.run.state,
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _plan_job(
+        self, spec: JobSpec, index: int, total: int, now: datetime, allow_past: bool
+    ) -> tuple[Job, list[NewRun]]:
+        try:
+            job = validate_job(self._job_from(spec, now), now, allow_past=allow_past)
+        except ValidationError as e:
+            if total == 1:
+                raise
+            raise ValidationError(f"jobs[{index}].{e.field}", e.reason) from None
+        return self._first_runs(job, now)
+
+    def _job_from(self, spec: JobSpec, now: datetime) -> Job:
+        return Job(
+            id=self._make_id(),
+            name=spec.name,
+            schedule=spec.schedule,
+            tasks=spec.tasks,
+            created_at=now,
+            updated_at=now,
+            retry=spec.retry,
+            timeout=spec.timeout,
+            queue=spec.queue,
+            priority=spec.priority,
+            catchup=spec.catchup,
+            tags=spec.tags,
+            metadata=spec.metadata,
+        )
+
+    def _first_runs(self, job: Job, now: datetime) -> tuple[Job, list[NewRun]]:
+        kind = job.schedule.kind
+        if kind is ScheduleKind.CRON:
+            return replace(job, next_fire_at=first_fire(job.schedule, now)), []
+        if kind is ScheduleKind.NOW:
+            return job, [self._queued_run(job, now, RunTrigger.SCHEDULE, now)]
+        at = job.schedule.at
+        assert at is not None  # validate_job guarantees an instant for `at` jobs
+        scheduled = new_run(
+            job, at, trigger=RunTrigger.SCHEDULE, now=now, make_id=self._make_id, due_at=at
+        )
+        return job, [scheduled]
+
+    def _queued_run(
+        self, job: Job, logical_date: datetime, trigger: RunTrigger, now: datetime
+    ) -> NewRun:
+        # Immediate runs bypass the scheduler: their task runs are stored queued and published
+        # right after the commit (the reconciler re-sends them if the process dies in between).
+        return new_run(
+            job,
+            logical_date,
+            trigger=trigger,
+            now=now,
+            make_id=self._make_id,
+            state=TaskRunState.QUEUED,
+            due_at=now,
+        )
+
+    async def _after_create(self, runs: Sequence[NewRun]) -> None:
+        await self._publish([tr for nr in runs for tr in nr.task_runs])
+        if any(tr.state is TaskRunState.SCHEDULED for nr in runs for tr in nr.task_runs):
+            self._wake()
+
+    async def _publish(self, task_runs: Sequence[TaskRun]) -> None:
+        deliveries = [
+            Delivery(tr.id, tr.attempt, tr.queue, tr.priority)
+            for tr in task_runs
+            if tr.state is TaskRunState.QUEUED
+        ]
+        await self.broker.publish(deliveries)
+
+    async def _set_paused(self, name: str, paused: bool) -> Job:
+        job = await self.get_job(name)
+        if not await self.store.set_paused(job.id, paused, self._clock()):
+            raise NotFound("job", name)  # deleted between the read and the write
+        return await self.get_job(name)
+
+    async def _at_run_pending(self, job: Job) -> bool:
+        page = await self.store.list_runs(job_id=job.id, limit=1)
+        return any(run.state is RunState.SCHEDULED for run in page.runs)
+
+
+def _refuse_duplicate_names(jobs: Sequence[Job], total: int) -> None:
+    seen: set[str] = set()
+    for i, job in enumerate(jobs):
+        if job.name in seen:
+            where = f"jobs[{i}].name" if total > 1 else "name"
+            raise Conflict(where, f"the name {job.name!r} appears twice in this batch")
+        seen.add(job.name)
+
+
+def _pick_task_run(detail: RunDetail, task: str | None) -> TaskRun:
+    if task is None and len(detail.task_runs) == 1:
+        return detail.task_runs[0]
+    names = [tr.task_name for tr in detail.task_runs]
+    for tr in detail.task_runs:
+        if tr.task_name == task:
+            return tr
+    raise ValidationError("task", f"name one of the run's tasks: {', '.join(names)}")
+
+
+def _check_limit(value: int, maximum: int, name: str = "limit") -> None:
+    if not 1 <= value <= maximum:
+        raise ValidationError(name, f"must be between 1 and {maximum}")
+
+
+def _require_aware(value: datetime | None, name: str) -> None:
+    if value is not None and value.utcoffset() is None:
+        raise ValidationError(name, "must include a UTC offset, e.g. 2026-12-01T10:00:00Z")
