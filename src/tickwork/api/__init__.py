@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI): thin routers over ``tickwork.app.services``."""

@@ -1,0 +1,42 @@
+"""The HTTP API: ``create_app(services)`` builds the FastAPI application."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from tickwork import __version__
+from tickwork.api.errors import install_error_handlers
+from tickwork.api.routers import health, read, write
+from tickwork.api.schemas import ErrorRead
+from tickwork.app.services import Services
+
+API_PREFIX = "/api/v1"
+
+#: Documented on every API route: the one error shape.
+_ERRORS: dict[int | str, dict[str, object]] = {
+    404: {"model": ErrorRead, "description": "No such job or run."},
+    409: {"model": ErrorRead, "description": "Conflicts with stored state."},
+    422: {"model": ErrorRead, "description": "Invalid input; `field` names it."},
+}
+
+
+def create_app(services: Services) -> FastAPI:
+    """The API over ``services``: write and read routers under ``/api/v1``, plus ``/healthz``.
+
+    The interactive docs pages are off: FastAPI loads them from a CDN, and tickwork must
+    work offline. The OpenAPI document is at ``/api/v1/openapi.json``.
+    """
+    app = FastAPI(
+        title="tickwork",
+        version=__version__,
+        summary="A distributed job scheduler: now, at and cron jobs, runs, logs.",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.services = services
+    app.include_router(write.router, prefix=API_PREFIX, responses=_ERRORS)
+    app.include_router(read.router, prefix=API_PREFIX, responses=_ERRORS)
+    app.include_router(health.router)
+    install_error_handlers(app)
+    return app

@@ -1,0 +1,109 @@
+"""Exception handlers: every error leaves the API as ``{"error": {code, message, field}}``.
+
+Domain errors map to 422/404/409; pydantic's request errors to 422 with the first problem's
+dotted path (the task kind's tag is dropped from it, so a path reads ``task.argv``); anything
+unexpected to a 500 that reveals nothing (and is logged).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tickwork.api.schemas.error import ErrorDetail, ErrorItem, ErrorRead
+from tickwork.core.errors import Conflict, NotFound, ValidationError
+from tickwork.core.model import TaskKind
+
+log = logging.getLogger("tickwork.api")
+
+#: Where a request value came from; not part of the field path a user sees.
+_LOC_SOURCES = frozenset({"body", "query", "path", "header", "cookie"})
+_TASK_TAGS = frozenset(k.value for k in TaskKind)
+_TAG_ERRORS = frozenset({"union_tag_invalid", "union_tag_not_found"})
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that give every error the same JSON shape."""
+    app.add_exception_handler(ValidationError, _domain_validation)
+    app.add_exception_handler(NotFound, _not_found)
+    app.add_exception_handler(Conflict, _conflict)
+    app.add_exception_handler(RequestValidationError, _request_validation)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    details: list[ErrorItem] | None = None,
+) -> JSONResponse:
+    """A JSON error in the API's one shape."""
+    body = ErrorRead(error=ErrorDetail(code=code, message=message, field=field, details=details))
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status)
+
+
+def dotted(loc: Sequence[str | int]) -> str | None:
+    """``("body", "jobs", 3, "task", "shell", "argv")`` → ``jobs[3].task.argv``."""
+    path = ""
+    prev: str | int | None = None
+    for part in loc:
+        is_tag = part in _TASK_TAGS and (prev == "task" or isinstance(prev, int))
+        if (prev is None and part in _LOC_SOURCES) or is_tag:
+            prev = part
+            continue
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+        prev = part
+    return path or None
+
+
+async def _domain_validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ValidationError)
+    return error_response(422, "validation_error", exc.reason, exc.field)
+
+
+async def _not_found(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, NotFound)
+    return error_response(404, "not_found", f"no {exc.kind} {exc.key!r}", exc.kind)
+
+
+async def _conflict(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Conflict)
+    return error_response(409, "conflict", exc.reason, exc.field)
+
+
+async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    items = [_item(e) for e in exc.errors()]
+    first = items[0] if items else ErrorItem(field=None, message="invalid request")
+    return error_response(422, "validation_error", first.message, first.field, items)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail))
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal error; see the server log")
+
+
+def _item(error: Any) -> ErrorItem:
+    loc: tuple[str | int, ...] = tuple(error.get("loc", ()))
+    field = dotted(loc)
+    if error.get("type") in _TAG_ERRORS:
+        field = f"{field}.kind" if field else "kind"
+        return ErrorItem(field=field, message=f"must be one of: {', '.join(sorted(_TASK_TAGS))}")
+    if error.get("type") == "json_invalid":
+        return ErrorItem(field=None, message=f"malformed JSON body: {error.get('msg')}")
+    return ErrorItem(field=field, message=str(error.get("msg", "invalid value")))

@@ -1,0 +1,1 @@
+"""Routers: ``write`` (commands), ``read`` (queries) and ``health``; deployable apart."""

@@ -1,0 +1,101 @@
+"""The read side: jobs, upcoming fires, runs, logs and cron previews. No writes here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from tickwork.api.deps import ServicesDep
+from tickwork.api.schemas import (
+    FiresRead,
+    JobPageRead,
+    JobRead,
+    LogsRead,
+    RunDetailRead,
+    RunPageRead,
+)
+from tickwork.app.services import RUN_STATE_FILTERS
+from tickwork.core.errors import ValidationError
+
+router = APIRouter(tags=["read"])
+
+#: Service parameter names → the query names a user typed.
+_PREVIEW_PARAMS = {"timezone": "tz", "after": "from"}
+
+Count = Annotated[int, Query(ge=1, le=1000, description="How many fire times.")]
+
+
+@router.get("/jobs")
+async def list_jobs(
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after: Annotated[str | None, Query(description="Start after this job name.")] = None,
+) -> JobPageRead:
+    """Live jobs ordered by name."""
+    return JobPageRead.of(await services.list_jobs(limit=limit, after=after))
+
+
+@router.get("/jobs/{name}")
+async def get_job(name: str, services: ServicesDep) -> JobRead:
+    """One job."""
+    return JobRead.model_validate(await services.get_job(name))
+
+
+@router.get("/jobs/{name}/upcoming")
+async def upcoming(name: str, services: ServicesDep, count: Count = 10) -> FiresRead:
+    """The job's next fire times (none for a `now` job or a finished `at` job)."""
+    job = await services.get_job(name)
+    fires = await services.upcoming(name, count)
+    return FiresRead.of(fires, job.schedule.timezone)
+
+
+@router.get("/runs")
+async def list_runs(
+    services: ServicesDep,
+    job: Annotated[str | None, Query(description="A job name.")] = None,
+    state: Annotated[
+        str | None, Query(description=f"One of: {', '.join(RUN_STATE_FILTERS)}.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the last page.")] = None,
+) -> RunPageRead:
+    """Runs, newest first. `state=dead` lists runs holding a dead-lettered task."""
+    page = await services.list_runs(job=job, state=state, limit=limit, cursor=cursor)
+    return RunPageRead.of(page)
+
+
+@router.get("/runs/{run_id}")
+async def get_run(run_id: str, services: ServicesDep) -> RunDetailRead:
+    """A run with its task runs and attempts."""
+    return RunDetailRead.of(await services.get_run(run_id))
+
+
+@router.get("/runs/{run_id}/logs")
+async def run_logs(
+    run_id: str,
+    services: ServicesDep,
+    task: Annotated[str | None, Query(description="Task name (for multi-task runs).")] = None,
+    after_seq: Annotated[int, Query(ge=-1)] = -1,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> LogsRead:
+    """Captured output after `after_seq`. Poll with `next_after_seq` until `finished`."""
+    page = await services.logs(run_id, task=task, after_seq=after_seq, limit=limit)
+    return LogsRead.of(page)
+
+
+@router.get("/schedule/preview")
+async def preview(
+    services: ServicesDep,
+    cron: Annotated[str, Query(description="A 5-field cron expression.")],
+    tz: Annotated[str, Query(description="IANA zone.")] = "UTC",
+    count: Count = 10,
+    from_: Annotated[datetime | None, Query(alias="from", description="Default: now.")] = None,
+) -> FiresRead:
+    """The next fire times of a cron expression. Creates nothing."""
+    try:
+        fires = services.preview(cron, tz, count, from_)
+    except ValidationError as e:
+        raise ValidationError(_PREVIEW_PARAMS.get(e.field, e.field), e.reason) from None
+    return FiresRead.of(fires, tz)

@@ -1,0 +1,86 @@
+"""The write side: create, delete, trigger, pause and resume jobs; cancel and retry runs.
+
+Each route parses its schema, calls one service and maps the result to a response schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, status
+
+from tickwork.api.deps import ServicesDep
+from tickwork.api.schemas import (
+    JobBatchCreate,
+    JobCreate,
+    JobRead,
+    RunDetailRead,
+    TriggerIn,
+)
+from tickwork.api.schemas.create import user_errors
+
+router = APIRouter(tags=["write"])
+
+AllowPast = Annotated[
+    bool, Query(description="Accept an `at` instant in the past (it runs at once).")
+]
+
+
+@router.post("/jobs", status_code=status.HTTP_201_CREATED)
+async def create_job(
+    body: JobCreate, services: ServicesDep, allow_past: AllowPast = False
+) -> JobRead:
+    """Create a job. A `now` job is queued at once; an `at` job waits for its instant."""
+    with user_errors([body]):
+        job = await services.create_job(body.to_spec(), allow_past=allow_past)
+    return JobRead.model_validate(job)
+
+
+@router.post("/jobs/batch", status_code=status.HTTP_201_CREATED)
+async def create_jobs(
+    body: JobBatchCreate, services: ServicesDep, allow_past: AllowPast = False
+) -> list[JobRead]:
+    """Create up to 1000 jobs in one transaction: all of them, or none."""
+    with user_errors(body.jobs):
+        specs = [job.to_spec() for job in body.jobs]
+        jobs = await services.create_jobs(specs, allow_past=allow_past)
+    return [JobRead.model_validate(j) for j in jobs]
+
+
+@router.delete("/jobs/{name}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_job(name: str, services: ServicesDep) -> None:
+    """Delete a job and cancel its unfinished runs; its history stays readable."""
+    await services.delete_job(name)
+
+
+@router.post("/jobs/{name}/trigger", status_code=status.HTTP_201_CREATED)
+async def trigger_job(
+    name: str, services: ServicesDep, body: Annotated[TriggerIn | None, Body()] = None
+) -> RunDetailRead:
+    """Run a job now, by hand. A second run for the same logical date is refused (409)."""
+    logical_date = body.logical_date if body else None
+    return RunDetailRead.of(await services.trigger(name, logical_date))
+
+
+@router.post("/jobs/{name}/pause")
+async def pause_job(name: str, services: ServicesDep) -> JobRead:
+    """Stop creating new runs for a job."""
+    return JobRead.model_validate(await services.pause(name))
+
+
+@router.post("/jobs/{name}/resume")
+async def resume_job(name: str, services: ServicesDep) -> JobRead:
+    """Resume a job; missed fires follow its catch-up rule."""
+    return JobRead.model_validate(await services.resume(name))
+
+
+@router.post("/runs/{run_id}/cancel")
+async def cancel_run(run_id: str, services: ServicesDep) -> RunDetailRead:
+    """Cancel a run; running tasks are killed within about a second."""
+    return RunDetailRead.of(await services.cancel_run(run_id))
+
+
+@router.post("/runs/{run_id}/retry")
+async def retry_run(run_id: str, services: ServicesDep) -> RunDetailRead:
+    """Replay a run's dead-lettered (failed), upstream-failed or cancelled tasks."""
+    return RunDetailRead.of(await services.retry_run(run_id))

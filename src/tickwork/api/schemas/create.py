@@ -1,0 +1,218 @@
+"""Request bodies that create things: JobCreate (one job) and JobBatchCreate (many).
+
+These models check shape only (types, required fields, unknown fields). Meaning (a valid
+cron expression, a known zone, an instant in the future, ...) is checked by the core, so
+the API, the CLI and the SDK refuse exactly the same things.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from tickwork.app.services import JobSpec
+from tickwork.core.errors import ValidationError
+from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
+
+DEFAULT_TASK_NAME = "main"
+MAX_BATCH = 1000
+_TASK_FIELDS = frozenset({"kind", "name", "upstream", "timeout", "retry"})
+_DEFAULT_RETRY = RetryPolicy()
+_T = TypeVar("_T")
+_FIRST_TASK = re.compile(r"^(?:jobs\[(\d+)\]\.)?(tasks\[0\])")
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScheduleIn(_Input):
+    """When a job runs. ``now``: at once. ``at``: once, at an instant. ``cron``: repeatedly."""
+
+    kind: Literal["now", "at", "cron"] = Field(description="`now`, `at` or `cron`.")
+    at: AwareDatetime | None = Field(None, description="For `at`: the instant, with an offset.")
+    cron: str | None = Field(
+        None, description="For `cron`: a 5-field expression.", examples=["30 2 * * *"]
+    )
+    timezone: str = Field("UTC", description="IANA zone the cron expression is read in.")
+    start: AwareDatetime | None = Field(None, description="For `cron`: no fire before this.")
+    end: AwareDatetime | None = Field(None, description="For `cron`: no fire after this.")
+
+    def to_core(self) -> Schedule:
+        return Schedule(
+            kind=ScheduleKind(self.kind),
+            at=self.at,
+            cron=self.cron,
+            timezone=self.timezone,
+            start=self.start,
+            end=self.end,
+        )
+
+
+class RetryIn(_Input):
+    """Retry policy. Unset fields take the defaults shown."""
+
+    max_attempts: int | None = Field(
+        None, description="Attempts in all, first one included.", examples=[3]
+    )
+    initial_delay: float | None = Field(
+        None,
+        description=f"Seconds before the first retry (default {_DEFAULT_RETRY.initial_delay}).",
+    )
+    multiplier: float | None = Field(
+        None, description=f"Growth of the delay per attempt (default {_DEFAULT_RETRY.multiplier})."
+    )
+    max_delay: float | None = Field(
+        None, description="Cap on the delay in seconds (default 300, or initial_delay if larger)."
+    )
+    jitter: float | None = Field(
+        None, description=f"Random spread as a fraction (default {_DEFAULT_RETRY.jitter})."
+    )
+
+    def to_core(self) -> RetryPolicy:
+        initial = _or(self.initial_delay, _DEFAULT_RETRY.initial_delay)
+        return RetryPolicy(
+            max_attempts=_or(self.max_attempts, _DEFAULT_RETRY.max_attempts),
+            initial_delay=initial,
+            multiplier=_or(self.multiplier, _DEFAULT_RETRY.multiplier),
+            # A long initial delay alone should not trip the max_delay >= initial_delay rule.
+            max_delay=_or(self.max_delay, max(_DEFAULT_RETRY.max_delay, initial)),
+            jitter=_or(self.jitter, _DEFAULT_RETRY.jitter),
+        )
+
+
+class _TaskBase(_Input):
+    kind: str
+    name: str = Field(DEFAULT_TASK_NAME, description="Unique within the job.")
+    upstream: list[str] = Field(default_factory=list, description="Names of tasks that run first.")
+    timeout: float | None = Field(None, description="Seconds; overrides the job's timeout.")
+    retry: RetryIn | None = Field(None, description="Overrides the job's retry policy.")
+
+    def to_core(self) -> Task:
+        config = self.model_dump(exclude=set(_TASK_FIELDS), exclude_unset=True, exclude_none=True)
+        return Task(
+            name=self.name,
+            kind=TaskKind(self.kind),
+            config=config,
+            upstream=tuple(self.upstream),
+            timeout=self.timeout,
+            retry=self.retry.to_core() if self.retry else None,
+        )
+
+
+class ShellTaskIn(_TaskBase):
+    """Runs a program. ``argv`` is never passed through a shell; ``command`` is, with ``shell``."""
+
+    kind: Literal["shell"]
+    argv: list[str] | None = Field(None, examples=[["pg_dump", "mydb"]])
+    command: str | None = Field(None, description="With `shell: true`: one /bin/sh command line.")
+    shell: bool = False
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class HttpTaskIn(_TaskBase):
+    """Calls a URL; a non-2xx answer fails the attempt."""
+
+    kind: Literal["http"]
+    method: str = "GET"
+    url: str = Field(examples=["https://example.org/health"])
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: str | dict[str, Any] | list[Any] | None = Field(None, description="Text or JSON.")
+
+
+class PythonTaskIn(_TaskBase):
+    """Calls ``module:function`` with ``kwargs``; the function may be sync or async."""
+
+    kind: Literal["python"]
+    target: str = Field(examples=["mypkg.tasks:hello"])
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+TaskIn = Annotated[ShellTaskIn | HttpTaskIn | PythonTaskIn, Field(discriminator="kind")]
+
+
+class JobCreate(_Input):
+    """A job: a unique name, a schedule, one task (``task``) and its policies.
+
+    ``tasks`` is the workflow form (a list of tasks with ``upstream`` names); give either
+    ``task`` or ``tasks``. Multi-task jobs are refused until DAG execution lands.
+    """
+
+    name: str = Field(description="Unique among live jobs.", examples=["backup"])
+    schedule: ScheduleIn
+    task: TaskIn | None = None
+    tasks: list[TaskIn] | None = None
+    retry: RetryIn | None = None
+    timeout: float | None = Field(None, description="Seconds an attempt may run.")
+    queue: str = Field("default", description="Routing label of the workers that run it.")
+    priority: int = Field(0, description="Higher runs first.")
+    catchup: bool = Field(False, description="On restart or resume, run every missed cron fire.")
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def to_spec(self) -> JobSpec:
+        return JobSpec(
+            name=self.name,
+            schedule=self.schedule.to_core(),
+            tasks=self._core_tasks(),
+            retry=self.retry.to_core() if self.retry else RetryPolicy(),
+            timeout=self.timeout,
+            queue=self.queue,
+            priority=self.priority,
+            catchup=self.catchup,
+            tags=tuple(self.tags),
+            metadata=self.metadata,
+        )
+
+    def _core_tasks(self) -> tuple[Task, ...]:
+        if (self.task is None) == (self.tasks is None):
+            raise ValidationError("task", "give exactly one of `task` or `tasks`")
+        if self.task is not None:
+            return (self.task.to_core(),)
+        assert self.tasks is not None
+        return tuple(t.to_core() for t in self.tasks)
+
+
+class JobBatchCreate(_Input):
+    """Many jobs created in one transaction: all of them, or none."""
+
+    jobs: list[JobCreate] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class TriggerIn(_Input):
+    """A manual run. ``logical_date`` defaults to now; one run per logical date."""
+
+    logical_date: AwareDatetime | None = None
+
+
+def _or(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
+
+
+@contextmanager
+def user_errors(bodies: Sequence[JobCreate]) -> Iterator[None]:
+    """Name the fields of core errors as the request spelled them.
+
+    The core sees a job's tasks as ``tasks[i].config.x``; a request that sent one ``task``
+    with its fields inline reads that as ``task.x``.
+    """
+    try:
+        yield
+    except ValidationError as e:
+        raise ValidationError(_user_field(e.field, bodies), e.reason) from None
+
+
+def _user_field(field: str, bodies: Sequence[JobCreate]) -> str:
+    field = field.replace(".config.", ".").removesuffix(".config")
+    match = _FIRST_TASK.match(field)
+    if match is None:
+        return field
+    index = int(match.group(1) or 0)
+    if index < len(bodies) and bodies[index].task is not None:
+        return field[: match.start(2)] + "task" + field[match.end(2) :]
+    return field

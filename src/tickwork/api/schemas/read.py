@@ -1,0 +1,213 @@
+"""Response bodies. Built from core records (``from_attributes``), never from rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tickwork.app.services import JobPage, LogPage
+from tickwork.core.model import (
+    RunDetail,
+    RunState,
+    RunTrigger,
+    ScheduleKind,
+    TaskKind,
+    TaskRunState,
+)
+from tickwork.ports import RunPage
+
+
+class _Read(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class ScheduleRead(_Read):
+    kind: ScheduleKind
+    at: datetime | None
+    cron: str | None
+    timezone: str
+    start: datetime | None
+    end: datetime | None
+
+
+class RetryRead(_Read):
+    max_attempts: int
+    initial_delay: float
+    multiplier: float
+    max_delay: float
+    jitter: float
+
+
+class TaskRead(_Read):
+    name: str
+    kind: TaskKind
+    config: dict[str, Any] = Field(description="The kind's fields (argv, url, target, ...).")
+    upstream: list[str]
+    timeout: float | None
+    retry: RetryRead | None
+
+
+class JobRead(_Read):
+    """A job as stored, with its cron bookkeeping."""
+
+    id: str
+    name: str
+    schedule: ScheduleRead
+    tasks: list[TaskRead]
+    retry: RetryRead
+    timeout: float | None
+    queue: str
+    priority: int
+    catchup: bool
+    paused: bool
+    tags: list[str]
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    next_fire_at: datetime | None = Field(description="Next cron fire not yet materialized.")
+    last_fire_at: datetime | None = Field(description="Logical date of the newest cron fire.")
+
+
+class JobPageRead(BaseModel):
+    """Jobs by name; pass ``next_after`` as ``after`` for the next page (null: no more)."""
+
+    jobs: list[JobRead]
+    next_after: str | None
+
+    @classmethod
+    def of(cls, page: JobPage) -> JobPageRead:
+        return cls(jobs=[JobRead.model_validate(j) for j in page.jobs], next_after=page.next_after)
+
+
+class RunRead(_Read):
+    """One execution of a job for one logical date."""
+
+    id: str
+    job_id: str
+    job_name: str
+    logical_date: datetime
+    state: RunState
+    trigger: RunTrigger
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class TaskRunRead(_Read):
+    """One task of a run. ``state: failed`` means dead-lettered (retry the run to replay)."""
+
+    id: str
+    task_name: str
+    kind: TaskKind
+    config: dict[str, Any]
+    state: TaskRunState
+    attempt: int
+    retry: RetryRead
+    due_at: datetime
+    timeout: float | None
+    queue: str
+    priority: int
+    upstream: list[str]
+    queued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    worker_id: str | None
+    error: str | None
+    exit_code: int | None
+    cancel_requested: bool
+
+
+class AttemptRead(_Read):
+    """A finished attempt of a task run."""
+
+    task_run_id: str
+    attempt: int
+    state: TaskRunState
+    started_at: datetime | None
+    finished_at: datetime
+    error: str | None
+    exit_code: int | None
+    worker_id: str | None
+
+
+class RunDetailRead(RunRead):
+    """A run with all its task runs and their finished attempts."""
+
+    task_runs: list[TaskRunRead]
+    attempts: list[AttemptRead]
+
+    @classmethod
+    def of(cls, detail: RunDetail) -> RunDetailRead:
+        run = RunRead.model_validate(detail.run).model_dump()
+        return cls(
+            **run,
+            task_runs=[TaskRunRead.model_validate(tr) for tr in detail.task_runs],
+            attempts=[AttemptRead.model_validate(a) for a in detail.attempts],
+        )
+
+
+class RunPageRead(BaseModel):
+    """Runs newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    runs: list[RunRead]
+    next_cursor: str | None
+
+    @classmethod
+    def of(cls, page: RunPage) -> RunPageRead:
+        runs = [RunRead.model_validate(r) for r in page.runs]
+        return cls(runs=runs, next_cursor=page.next_cursor)
+
+
+class LogChunkRead(_Read):
+    attempt: int
+    seq: int
+    stream: str = Field(description="`stdout`, `stderr` or `system`.")
+    data: str
+    created_at: datetime
+
+
+class LogsRead(_Read):
+    """Output of one task run after ``after_seq``; poll again with ``next_after_seq``."""
+
+    run_id: str
+    task_run_id: str
+    chunks: list[LogChunkRead]
+    next_after_seq: int
+    run_state: RunState
+    finished: bool = Field(description="The run is over: no more output will come.")
+
+    @classmethod
+    def of(cls, page: LogPage) -> LogsRead:
+        return cls.model_validate(page)
+
+
+class FireRead(BaseModel):
+    """One fire time, in UTC and in the schedule's zone."""
+
+    utc: datetime
+    local: datetime
+
+    @classmethod
+    def of(cls, instant: datetime, zone: ZoneInfo) -> FireRead:
+        return cls(utc=instant, local=instant.astimezone(zone))
+
+
+class FiresRead(BaseModel):
+    """Upcoming fire times of a job, or of a cron expression (preview)."""
+
+    timezone: str
+    fires: list[FireRead]
+
+    @classmethod
+    def of(cls, instants: list[datetime], timezone: str) -> FiresRead:
+        zone = ZoneInfo(timezone)
+        return cls(timezone=timezone, fires=[FireRead.of(i, zone) for i in instants])
+
+
+class HealthRead(BaseModel):
+    status: str
+    version: str

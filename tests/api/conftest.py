@@ -1,0 +1,96 @@
+"""The API through an in-process ASGI client, over the ``store`` fixture (SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.helpers import FakeClock, utc
+from tickwork.api.app import create_app
+from tickwork.app.services import Services
+from tickwork.broker.memory import MemoryBroker
+from tickwork.ports import Delivery, Store
+
+#: "Now" for every API test: far enough ahead that an `at` of 2027 is in the future.
+NOW = utc(2026, 6, 1, 12, 0, 0)
+
+
+class Wakes:
+    """Counts scheduler wake-ups."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+
+
+@pytest.fixture
+def broker() -> MemoryBroker:
+    return MemoryBroker()
+
+
+@pytest.fixture
+def wakes() -> Wakes:
+    return Wakes()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+@pytest.fixture
+def services(store: Store, broker: MemoryBroker, wakes: Wakes, clock: FakeClock) -> Services:
+    return Services(store, broker, wake=wakes, clock=clock)
+
+
+@pytest.fixture
+async def api(services: Services) -> AsyncIterator[httpx2.AsyncClient]:
+    transport = httpx2.ASGITransport(app=create_app(services))
+    async with httpx2.AsyncClient(transport=transport, base_url="http://tickwork.test") as client:
+        yield client
+
+
+async def drain(broker: MemoryBroker, queue: str = "default") -> list[Delivery]:
+    """Everything published to ``queue`` so far."""
+    return await broker.consume([queue], max_items=10_000, timeout=0.01)
+
+
+def now_job(name: str, **extra: Any) -> dict[str, Any]:
+    """A JobCreate body: run ``true`` now."""
+    return {
+        "name": name,
+        "schedule": {"kind": "now"},
+        "task": {"kind": "shell", "argv": ["true"]},
+        **extra,
+    }
+
+
+def cron_job(name: str, cron: str = "30 2 * * *", tz: str = "Europe/Berlin") -> dict[str, Any]:
+    return {
+        "name": name,
+        "schedule": {"kind": "cron", "cron": cron, "timezone": tz},
+        "task": {"kind": "python", "target": "tests.fixtures.tasks:noop"},
+    }
+
+
+def at_job(name: str, at: str = "2027-01-02T03:04:05Z") -> dict[str, Any]:
+    return {
+        "name": name,
+        "schedule": {"kind": "at", "at": at},
+        "task": {"kind": "http", "method": "GET", "url": "https://example.org/health"},
+    }
+
+
+def error_of(response: httpx2.Response) -> dict[str, Any]:
+    """The ``error`` object of an error response, checking the shape on the way."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error: dict[str, Any] = body["error"]
+    assert {"code", "message"} <= set(error), error
+    assert isinstance(error["message"], str) and error["message"]
+    return error
