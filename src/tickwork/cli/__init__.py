@@ -1,0 +1,1 @@
+"""The ``tickwork`` command line (Typer). Client commands use only ``tickwork.sdk.Client``."""

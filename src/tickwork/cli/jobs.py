@@ -1,0 +1,258 @@
+"""``tickwork job ...``: add, list, show, trigger, pause, resume and delete jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tickwork.cli.common import (
+    DEFAULT_OUTPUT,
+    DEFAULT_URL,
+    Output,
+    OutputOption,
+    UrlOption,
+    connect,
+    reported_errors,
+)
+from tickwork.cli.job_input import JobFlags, job_input
+from tickwork.cli.output import emit, print_fields, print_json, print_table, when
+from tickwork.sdk import ScheduleInfo, TaskInfo
+
+app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
+
+NameArg = Annotated[str, typer.Argument(help="The job's name.")]
+_SCHEDULE = "Schedule (exactly one)"
+_TASK = "Task (exactly one kind)"
+_POLICY = "Policies"
+
+
+@app.command("add")
+def add(
+    ctx: typer.Context,
+    *,
+    name: NameArg,
+    command: Annotated[
+        list[str] | None, typer.Argument(help="Shell task: the command after `--` (argv form).")
+    ] = None,
+    now: Annotated[
+        bool, typer.Option("--now", help="Run once, now.", rich_help_panel=_SCHEDULE)
+    ] = False,
+    at: Annotated[
+        str | None,
+        typer.Option(help="Run once at an ISO instant with offset.", rich_help_panel=_SCHEDULE),
+    ] = None,
+    allow_past: Annotated[
+        bool,
+        typer.Option("--allow-past", help="Accept an --at in the past.", rich_help_panel=_SCHEDULE),
+    ] = False,
+    cron: Annotated[
+        str | None, typer.Option(help="Cron expression (5 fields).", rich_help_panel=_SCHEDULE)
+    ] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option(help="IANA zone for --cron [default: UTC].", rich_help_panel=_SCHEDULE),
+    ] = None,
+    catchup: Annotated[
+        bool | None,
+        typer.Option(
+            "--catchup/--no-catchup", help="Run every missed cron fire.", rich_help_panel=_SCHEDULE
+        ),
+    ] = None,
+    start: Annotated[
+        str | None,
+        typer.Option(help="No cron fire before this ISO instant.", rich_help_panel=_SCHEDULE),
+    ] = None,
+    end: Annotated[
+        str | None,
+        typer.Option(help="No cron fire after this ISO instant.", rich_help_panel=_SCHEDULE),
+    ] = None,
+    shell: Annotated[
+        bool,
+        typer.Option("--shell", help="Run the command through /bin/sh.", rich_help_panel=_TASK),
+    ] = False,
+    env: Annotated[
+        list[str] | None, typer.Option(help="K=V for the command (repeat).", rich_help_panel=_TASK)
+    ] = None,
+    cwd: Annotated[
+        str | None, typer.Option(help="Working directory of the command.", rich_help_panel=_TASK)
+    ] = None,
+    http: Annotated[
+        tuple[str, str] | None,
+        typer.Option(metavar="METHOD URL", help="Call a URL.", rich_help_panel=_TASK),
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option(help="'Name: value' (repeat).", rich_help_panel=_TASK)
+    ] = None,
+    body: Annotated[str | None, typer.Option(help="Request body.", rich_help_panel=_TASK)] = None,
+    python: Annotated[
+        str | None,
+        typer.Option(metavar="MODULE:FUNC", help="Call a function.", rich_help_panel=_TASK),
+    ] = None,
+    args: Annotated[
+        str | None,
+        typer.Option(
+            metavar="JSON", help="Keyword arguments as a JSON object.", rich_help_panel=_TASK
+        ),
+    ] = None,
+    retries: Annotated[
+        int | None, typer.Option(help="Retries after a failure.", rich_help_panel=_POLICY)
+    ] = None,
+    backoff: Annotated[
+        float | None, typer.Option(help="Seconds before the first retry.", rich_help_panel=_POLICY)
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds an attempt may run.", rich_help_panel=_POLICY)
+    ] = None,
+    queue: Annotated[
+        str | None, typer.Option(help="Worker queue [default: default].", rich_help_panel=_POLICY)
+    ] = None,
+    priority: Annotated[
+        int | None, typer.Option(help="Higher runs first [default: 0].", rich_help_panel=_POLICY)
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option(help="A tag (repeat).", rich_help_panel=_POLICY)
+    ] = None,
+    url: UrlOption = DEFAULT_URL,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:
+    """Add a job: one schedule, one task, optional policies.
+
+    Examples: `job add backup --cron "30 2 * * *" --tz Europe/Berlin -- pg_dump mydb`;
+    `job add ping --at 2026-12-01T10:00:00Z --http GET https://example.org/health`;
+    `job add hello --now --python mypkg.tasks:hello --args '{"name": "x"}'`.
+    """
+    flags = JobFlags(
+        command=command or [], now=now, at=at, cron=cron, tz=tz, catchup=catchup,
+        start=start, end=end, shell=shell, env=env or [], cwd=cwd, http=http,
+        header=header or [], body=body, python=python, args=args, retries=retries,
+        backoff=backoff, timeout=timeout, queue=queue, priority=priority, tags=tag or [],
+    )  # fmt: skip
+    with reported_errors():
+        spec = job_input(name, flags)
+    with connect(ctx, url) as client:
+        job = client.create_job(spec, allow_past=allow_past)
+    emit(output, job, f"added job {job['name']} ({describe_schedule(job['schedule'])})")
+
+
+@app.command("list")
+def list_jobs(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(help="At most this many jobs.")] = 100,
+    url: UrlOption = DEFAULT_URL,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:
+    """List jobs by name."""
+    with connect(ctx, url) as client:
+        page = client.list_jobs(limit=limit)
+    if output is output.JSON:
+        print_json(page)
+        return
+    rows = [
+        (j["name"], describe_schedule(j["schedule"]), _describe_tasks(j["tasks"]),
+         j["paused"], when(j["next_fire_at"]))
+        for j in page["jobs"]
+    ]  # fmt: skip
+    print_table(("name", "schedule", "task", "paused", "next fire"), rows)
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    name: NameArg,
+    url: UrlOption = DEFAULT_URL,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:
+    """Show one job."""
+    with connect(ctx, url) as client:
+        job = client.get_job(name)
+    if output is output.JSON:
+        print_json(job)
+        return
+    retry = job["retry"]
+    print_fields(
+        {
+            "name": job["name"],
+            "id": job["id"],
+            "schedule": describe_schedule(job["schedule"]),
+            "task": _describe_tasks(job["tasks"]),
+            "retry": f"{retry['max_attempts']} attempts, first delay {retry['initial_delay']}s",
+            "timeout": f"{job['timeout']}s" if job["timeout"] is not None else None,
+            "queue": job["queue"],
+            "priority": job["priority"],
+            "catchup": job["catchup"],
+            "paused": job["paused"],
+            "next fire": when(job["next_fire_at"]),
+            "last fire": when(job["last_fire_at"]),
+            "tags": job["tags"],
+            "created": when(job["created_at"]),
+        }
+    )
+
+
+@app.command("trigger")
+def trigger(
+    ctx: typer.Context,
+    name: NameArg,
+    logical_date: Annotated[
+        str | None, typer.Option(help="ISO instant the run is for [default: now].")
+    ] = None,
+    url: UrlOption = DEFAULT_URL,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:
+    """Run a job now, by hand."""
+    with connect(ctx, url) as client:
+        run = client.trigger(name, logical_date)
+    emit(output, run, f"triggered run {run['id']} of {run['job_name']} ({run['state']})")
+
+
+@app.command("pause")
+def pause(
+    ctx: typer.Context, name: NameArg, url: UrlOption = DEFAULT_URL,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:  # fmt: skip
+    """Stop a job from creating new runs."""
+    with connect(ctx, url) as client:
+        job = client.pause(name)
+    emit(output, job, f"paused job {job['name']}")
+
+
+@app.command("resume")
+def resume(
+    ctx: typer.Context, name: NameArg, url: UrlOption = DEFAULT_URL,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:  # fmt: skip
+    """Resume a paused job (missed fires follow its catch-up rule)."""
+    with connect(ctx, url) as client:
+        job = client.resume(name)
+    emit(output, job, f"resumed job {job['name']}")
+
+
+@app.command("delete")
+def delete(ctx: typer.Context, name: NameArg, url: UrlOption = DEFAULT_URL) -> None:
+    """Delete a job and cancel its unfinished runs (its history stays)."""
+    with connect(ctx, url) as client:
+        client.delete_job(name)
+    emit(Output.TABLE, None, f"deleted job {name}")
+
+
+def describe_schedule(s: ScheduleInfo) -> str:
+    """``now``, ``at 2026-12-01 10:00:00Z`` or ``cron 30 2 * * * (Europe/Berlin)``."""
+    if s["kind"] == "at":
+        return f"at {when(s['at'])}"
+    if s["kind"] == "cron":
+        return f"cron {s['cron']} ({s['timezone']})"
+    return s["kind"]
+
+
+def _describe_tasks(tasks: list[TaskInfo]) -> str:
+    return "; ".join(_describe_task(t) for t in tasks)
+
+
+def _describe_task(task: TaskInfo) -> str:
+    c = task["config"]
+    if task["kind"] == "shell":
+        return f"shell: {c.get('command') or ' '.join(c.get('argv') or [])}"
+    if task["kind"] == "http":
+        return f"http: {c.get('method', 'GET')} {c.get('url')}"
+    return f"python: {c.get('target')}"

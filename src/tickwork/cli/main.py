@@ -1,0 +1,26 @@
+"""The ``tickwork`` command: ``up`` plus client commands for jobs, runs and schedules."""
+
+from __future__ import annotations
+
+import typer
+
+from tickwork import __version__
+from tickwork.cli import jobs, runs, schedule
+from tickwork.cli.up import up
+
+app = typer.Typer(
+    name="tickwork",
+    help=f"tickwork {__version__}: run jobs now, at an instant, or on a cron schedule.",
+    no_args_is_help=True,
+    # Expected failures print one line (see cli.common); a traceback means a bug.
+    pretty_exceptions_show_locals=False,
+)
+app.command("up")(up)
+app.add_typer(jobs.app, name="job")
+app.add_typer(runs.app, name="run")
+app.add_typer(schedule.app, name="schedule")
+
+
+def main() -> None:
+    """Console entry point (``tickwork``)."""
+    app(prog_name="tickwork")

@@ -1,0 +1,58 @@
+"""``tickwork schedule preview``: fire times of a cron expression, computed here (no server)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+from zoneinfo import ZoneInfo
+
+import typer
+
+from tickwork.cli.common import DEFAULT_OUTPUT, OutputOption, reported_errors
+from tickwork.cli.output import print_json, print_table
+from tickwork.core.errors import ValidationError
+from tickwork.core.model import Schedule, ScheduleKind
+from tickwork.core.schedule import upcoming, validate_schedule
+
+app = typer.Typer(help="Work with schedules.", no_args_is_help=True)
+
+
+@app.command("preview")
+def preview(
+    expr: Annotated[str, typer.Argument(help='Cron expression, e.g. "0 9 * * MON-FRI".')],
+    tz: Annotated[str, typer.Option(help="IANA zone the expression is read in.")] = "UTC",
+    count: Annotated[int, typer.Option(min=1, max=1000, help="How many fire times.")] = 10,
+    from_: Annotated[
+        str | None, typer.Option("--from", help="ISO instant to start after [default: now].")
+    ] = None,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:
+    """Print the next fire times (local and UTC). Creates nothing."""
+    with reported_errors():
+        after = _parse_instant(from_, "from") if from_ else datetime.now(UTC)
+        schedule = Schedule(kind=ScheduleKind.CRON, cron=expr, timezone=tz)
+        fires = upcoming(validate_schedule(schedule, after), after, count)
+    zone = ZoneInfo(tz)
+    if output == "json":
+        items = [{"utc": _iso(f), "local": f.astimezone(zone).isoformat()} for f in fires]
+        print_json({"timezone": tz, "fires": items})
+        return
+    rows = [
+        (i, f.astimezone(zone).strftime("%a %Y-%m-%d %H:%M %Z"), _iso(f))
+        for i, f in enumerate(fires, 1)
+    ]
+    print_table(("#", f"local ({tz})", "UTC"), rows)
+
+
+def _parse_instant(text: str, field: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValidationError(field, f"{text!r} is not an ISO 8601 instant") from None
+    if value.utcoffset() is None:
+        raise ValidationError(field, "must include a UTC offset, e.g. 2026-12-01T10:00:00Z")
+    return value.astimezone(UTC)
+
+
+def _iso(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")

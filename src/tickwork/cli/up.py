@@ -1,0 +1,30 @@
+"""``tickwork up``: scheduler, worker pool and HTTP API in one process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tickwork.app.settings import EmbeddedSettings
+from tickwork.cli.common import reported_errors
+from tickwork.serve.embedded import run_embedded
+
+_DEFAULTS = EmbeddedSettings()
+
+
+def up(
+    data_dir: Annotated[
+        Path, typer.Option(help="Where the SQLite database lives.")
+    ] = _DEFAULTS.data_dir,
+    host: Annotated[str, typer.Option(help="Address the HTTP API listens on.")] = _DEFAULTS.host,
+    port: Annotated[int, typer.Option(help="Port of the HTTP API.")] = _DEFAULTS.port,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Tasks run at once [default: CPU count].", show_default=False)
+    ] = _DEFAULTS.workers,
+) -> None:
+    """Start tickwork: scheduler, workers and HTTP API in one process (Ctrl-C stops it)."""
+    settings = EmbeddedSettings(data_dir=data_dir, host=host, port=port, workers=workers)
+    with reported_errors():
+        run_embedded(settings)
