@@ -296,7 +296,7 @@ def latest_fires(
         chunks.append(chunk)
         found += len(chunk)
     newest = [fire for chunk in reversed(chunks) for fire in chunk]
-    return newest[len(newest) - limit :] if limit > 0 else []
+    return newest[-limit:] if limit > 0 else []
 
 
 def count_fires(expr: CronExpr, tz: ZoneInfo, after: datetime, until: datetime) -> int:
