@@ -242,7 +242,9 @@ def zone(name: str) -> ZoneInfo:
 
 @lru_cache(maxsize=1)
 def _zone_names() -> frozenset[str]:
-    return frozenset(available_timezones())
+    # The system zone directory may also hold "localtime" (this machine's zone, which would
+    # make a job mean different things on different hosts) and "posixrules".
+    return frozenset(available_timezones()) - {"localtime", "posixrules"}
 
 
 def describe(expr: CronExpr) -> str:
