@@ -1,0 +1,212 @@
+"""Job and task spec validation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tickwork.core.errors import ValidationError
+from tickwork.core.model import Job, RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
+from tickwork.core.validate import validate_job, validate_job_name, validate_task, validate_tasks
+
+NOW = datetime(2026, 6, 15, 12, tzinfo=UTC)
+
+
+def shell(name: str = "main", **config: Any) -> Task:
+    return Task(name=name, kind=TaskKind.SHELL, config=config or {"argv": ["echo", "hi"]})
+
+
+def http(**config: Any) -> Task:
+    return Task(name="main", kind=TaskKind.HTTP, config=config)
+
+
+def python(**config: Any) -> Task:
+    return Task(name="main", kind=TaskKind.PYTHON, config=config)
+
+
+def a_job(**changes: Any) -> Job:
+    base = Job(
+        id="j1",
+        name="backup",
+        schedule=Schedule(kind=ScheduleKind.CRON, cron="30 2 * * *", timezone="Europe/Berlin"),
+        tasks=(shell(),),
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    return replace(base, **changes)
+
+
+def refusal(check: Any, *args: Any, **kwargs: Any) -> tuple[str, str]:
+    with pytest.raises(ValidationError) as caught:
+        check(*args, **kwargs)
+    return caught.value.field, caught.value.reason
+
+
+# -- names -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a", "backup", "Nightly_report-2.v1", "9lives", "x" * 128])
+def test_job_name_accepts_letters_digits_and_separators(name: str) -> None:
+    assert validate_job_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "-x", ".hidden", "has space", "x" * 129, "naïve", "a/b"])
+def test_job_name_refuses_other_names(name: str) -> None:
+    field, reason = refusal(validate_job_name, name)
+    assert field == "name"
+    assert "use 1-128 letters, digits" in reason
+
+
+# -- tasks -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("task", "field", "says"),
+    [
+        (shell(argv=[]), "tasks[0].config.argv", "non-empty list of strings"),
+        (shell(argv="echo hi"), "tasks[0].config.argv", "non-empty list of strings"),
+        (shell(argv=["echo", 1]), "tasks[0].config.argv", "non-empty list of strings"),
+        (shell(argv=[""]), "tasks[0].config.argv", "non-empty list of strings"),
+        (shell(command="echo hi"), "tasks[0].config.shell", "only with shell: true"),
+        (shell(command="", shell=True), "tasks[0].config.command", "non-empty command"),
+        (shell(shell=True), "tasks[0].config.command", "non-empty command"),
+        (shell(argv=["a"], command="a", shell=True), "tasks[0].config", "not both"),
+        (shell(argv=["a"], shell="yes"), "tasks[0].config.shell", "true or false"),
+        (shell(argv=["a"], env={"A": 1}), "tasks[0].config.env", "string values"),
+        (shell(argv=["a"], cwd=""), "tasks[0].config.cwd", "directory path"),
+        (shell(argv=["a"], stdin="x"), "tasks[0].config.stdin", "use argv, command"),
+        (http(url="https://x.org", method="FETCH"), "tasks[0].config.method", "GET, POST"),
+        (http(url="ftp://x.org"), "tasks[0].config.url", "http:// or https://"),
+        (http(url="https:///path"), "tasks[0].config.url", "with a host"),
+        (http(url="http://x.org:0/"), "tasks[0].config.url", "with a host"),
+        (http(url="http://[::1/"), "tasks[0].config.url", "with a host"),
+        (http(url="https://x.org", headers={"A": 1}), "tasks[0].config.headers", "string"),
+        (http(url="https://x.org", body={1: "x"}), "tasks[0].config.body", "must be a string"),
+        (http(url="https://x.org", body=float("nan")), "tasks[0].config.body", "finite"),
+        (http(url="https://x.org", timeout=3), "tasks[0].config.timeout", "not a http setting"),
+        (python(target="mypkg.tasks"), "tasks[0].config.target", "mypkg.tasks:hello"),
+        (python(target="my-pkg:run"), "tasks[0].config.target", "import path"),
+        (python(target="pkg:run", kwargs=[1]), "tasks[0].config.kwargs", "JSON object"),
+        (python(target="pkg:run", kwargs={"a": {1, 2}}), "tasks[0].config.kwargs.a", "not JSON"),
+        (python(target="pkg:run", kwargs={"a": [object()]}), "tasks[0].config.kwargs.a[0]", ""),
+        (replace(shell(), kind="java"), "tasks[0].kind", "use shell, http or python"),  # type: ignore[arg-type]
+        (replace(shell(), name="bad name"), "tasks[0].name", "valid name"),
+        (replace(shell(), timeout=0), "tasks[0].timeout", "above 0 and at most 7 days"),
+        (replace(shell(), timeout=8 * 86400), "tasks[0].timeout", "at most 7 days"),
+        (replace(shell(), timeout=True), "tasks[0].timeout", "number of seconds"),
+        (replace(shell(), config=["argv"]), "tasks[0].config", "an object of shell settings"),  # type: ignore[arg-type]
+        (replace(shell(), retry=RetryPolicy(max_attempts=0)), "tasks[0].retry.max_attempts", ""),
+    ],
+)
+def test_validate_task_refuses_naming_the_field(task: Task, field: str, says: str) -> None:
+    got_field, reason = refusal(validate_task, task)
+    assert got_field == field
+    assert says in reason
+
+
+def test_validate_task_accepts_each_kind_and_normalizes() -> None:
+    argv = validate_task(shell(argv=("pg_dump", "db"), env={"A": "1"}, cwd="/tmp"))
+    assert argv.config["argv"] == ["pg_dump", "db"]
+    assert validate_task(shell(command="ls | wc -l", shell=True)).config["shell"] is True
+    hook = validate_task(http(url="https://example.org/hook", method="post", body={"a": [1]}))
+    assert hook.config["method"] == "POST"
+    assert validate_task(http(url="http://127.0.0.1:8080/x")).config["method"] == "GET"
+    call = validate_task(python(target="mypkg.tasks:hello", kwargs={"name": "x", "n": None}))
+    assert call.kind is TaskKind.PYTHON
+    assert validate_task(replace(shell(), kind="shell")).kind is TaskKind.SHELL  # type: ignore[arg-type]
+
+
+def test_validate_tasks_needs_one_and_refuses_several_for_now() -> None:
+    assert refusal(validate_tasks, ()) == ("tasks", "a job needs at least one task")
+    field, reason = refusal(validate_tasks, (shell("a"), shell("b")))
+    assert field == "tasks"
+    assert reason == (
+        "a job holds exactly one task for now; multi-task jobs (DAG workflows) are not yet "
+        "supported"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tasks", "field", "says"),
+    [
+        ((shell("a"), shell("a")), "tasks[1].name", "used twice"),
+        ((replace(shell("a"), upstream=("ghost",)),), "tasks[0].upstream", "'ghost' is not"),
+        ((replace(shell("a"), upstream=("a",)),), "tasks[0].upstream", "'a' is not another"),
+        (
+            (replace(shell("a"), upstream=("b",)), replace(shell("b"), upstream=("a",))),
+            "tasks",
+            "cycle (a -> b -> a)",
+        ),
+        ((replace(shell("a"), upstream="b"),), "tasks[0].upstream", "list of task names"),  # type: ignore[arg-type]
+    ],
+)
+def test_validate_tasks_checks_the_graph_before_the_one_task_rule(
+    tasks: tuple[Task, ...], field: str, says: str
+) -> None:
+    got_field, reason = refusal(validate_tasks, tasks)
+    assert (got_field, says in reason) == (field, True), reason
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+
+def test_validate_job_returns_the_normalized_job() -> None:
+    job = a_job(
+        schedule=Schedule(kind=ScheduleKind.CRON, cron="30  2 * * mon", timezone="Europe/Berlin"),
+        tasks=(http(url="https://example.org", method="get"),),
+        tags=["nightly", "db"],
+        metadata={"owner": "data", "limits": [1, 2.5]},
+        queue="gpu-1",
+        priority=-100,
+    )
+    valid = validate_job(job, NOW)
+    assert valid.schedule.cron == "30 2 * * MON"
+    assert valid.tasks[0].config["method"] == "GET"
+    assert valid.tags == ("nightly", "db")
+    assert valid.metadata == {"owner": "data", "limits": [1, 2.5]}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "says"),
+    [
+        ({"name": ""}, "name", "valid name"),
+        ({"schedule": Schedule(kind=ScheduleKind.CRON, cron="* *")}, "schedule.cron", "5 fields"),
+        ({"tasks": ()}, "tasks", "at least one task"),
+        ({"retry": RetryPolicy(jitter=2)}, "retry.jitter", "between 0 and 1"),
+        ({"timeout": -1}, "timeout", "above 0"),
+        ({"queue": "GPU"}, "queue", "a-z, 0-9"),
+        ({"queue": "x" * 65}, "queue", "1-64"),
+        ({"priority": 101}, "priority", "-100 to 100"),
+        ({"priority": True}, "priority", "-100 to 100"),
+        ({"tags": ("x" * 65,)}, "tags[0]", "1-64 characters"),
+        ({"tags": ("",)}, "tags[0]", "1-64 characters"),
+        ({"tags": tuple(f"t{i}" for i in range(33))}, "tags", "at most 32"),
+        ({"tags": "nightly"}, "tags", "list of strings"),
+        ({"metadata": {"when": NOW}}, "metadata.when", "not JSON"),
+        ({"metadata": {1: "x"}}, "metadata", "must be a string"),
+        ({"metadata": []}, "metadata", "JSON object"),
+    ],
+)
+def test_validate_job_refuses_naming_the_field(
+    changes: dict[str, Any], field: str, says: str
+) -> None:
+    got_field, reason = refusal(validate_job, a_job(**changes), NOW)
+    assert (got_field, says in reason) == (field, True), reason
+
+
+def test_validate_job_refuses_metadata_nested_too_deep() -> None:
+    deep: Any = "leaf"
+    for _ in range(70):
+        deep = [deep]
+    field, reason = refusal(validate_job, a_job(metadata={"x": deep}), NOW)
+    assert field.startswith("metadata.x")
+    assert "nests deeper than 64 levels" in reason
+
+
+def test_validate_job_passes_allow_past_to_the_schedule() -> None:
+    past = a_job(schedule=Schedule(kind=ScheduleKind.AT, at=datetime(2026, 1, 1, tzinfo=UTC)))
+    assert refusal(validate_job, past, NOW)[0] == "schedule.at"
+    assert validate_job(past, NOW, allow_past=True).schedule.at == datetime(2026, 1, 1, tzinfo=UTC)
