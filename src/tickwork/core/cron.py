@@ -9,19 +9,17 @@ The rules (the ones cronsim implements, see ``reference/ecosystem.md`` c.1):
   time: it fires at every real instant whose wall clock matches, so ``0 * * * *`` fires at both
   01:00s of a fall-back night and ``*/15 * * * *`` every 15 real minutes.
 
-croniter finds the calendar days an expression selects. This module owns everything else: the
-grammar (so croniter's extensions and quirks such as ``5-5`` meaning "every minute" never leak
-in), the times of day, and the daylight-saving rules above, which croniter does not follow (it
-fires a repeated 01:30 twice). Fires are computed a day at a time: on a day without an offset
-change they are plain arithmetic, which keeps planning over long outages cheap.
+croniter finds the calendar days an expression selects. We own everything else: the grammar
+(``cron_fields``), the times of day, and the daylight-saving rules above, which croniter does
+not follow (it fires a repeated 01:30 twice). Fires are computed a day at a time: on a day
+without an offset change they are plain arithmetic, which keeps planning over long outages
+cheap.
 """
 
 from __future__ import annotations
 
 import heapq
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from itertools import islice, takewhile
@@ -29,6 +27,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import croniter
 
+from tickwork.core.cron_fields import CronExpr, CronSpec, compile_spec, parse
 from tickwork.core.errors import ValidationError
 
 __all__ = [
@@ -42,192 +41,8 @@ __all__ = [
     "zone",
 ]
 
-FIELD = "schedule.cron"
-ALIASES = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
-_NUMBER = re.compile(r"[0-9]{1,4}")
 _ONE_DAY = timedelta(days=1)
 _LAST_DAY = date(9999, 12, 1)  # stop well before datetime's range ends
-
-
-@dataclass(frozen=True, slots=True)
-class CronExpr:
-    """A parsed cron expression; ``text`` is its normalized five-field form."""
-
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    name: str
-    low: int
-    high: int
-    names: tuple[str, ...] = ()
-    name_base: int = 0
-
-    def value(self, token: str) -> int:
-        if token in self.names:
-            return self.names.index(token) + self.name_base
-        if not _NUMBER.fullmatch(token):
-            raise _bad(f"{self.name} value {token!r} is not a number{self._named()}")
-        number = int(token)
-        if not self.low <= number <= self.high:
-            raise _bad(f"{self.name} value {number} is out of range; use {self.low}-{self.high}")
-        return number
-
-    def _named(self) -> str:
-        return (
-            f"; use {self.low}-{self.high} or {self.names[0]}-{self.names[-1]}"
-            if self.names
-            else (f"; use {self.low}-{self.high}")
-        )
-
-
-_MINUTE = _Field("minute", 0, 59)
-_HOUR = _Field("hour", 0, 23)
-_DOM = _Field("day-of-month", 1, 31)
-_MONTH = _Field("month", 1, 12, _MONTHS, 1)
-_DOW = _Field("day-of-week", 0, 7, _DAYS, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    """What an expression selects: times of day, and croniter expressions for the days."""
-
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
-    wall_clock: bool  # specific minute and hour: evaluated in wall time
-    day_exprs: tuple[str, ...]  # union of croniter "0 0 dom month dow" expressions (AND rule)
-    every_day_of: frozenset[int] | None  # months, when the day fields select every day of them
-
-
-def _bad(reason: str) -> ValidationError:
-    return ValidationError(FIELD, reason)
-
-
-# -- parsing ---------------------------------------------------------------------------------
-
-
-def parse(expr: str) -> CronExpr:
-    """Parse a five-field cron expression or an alias such as ``@daily``.
-
-    Fields: minute hour day-of-month month day-of-week, each a ``*``, a value, a range ``a-b``,
-    a step ``*/n``, ``a/n`` or ``a-b/n``, or a comma list of those; month and weekday names
-    (``JAN``, ``MON``); ``L`` (last day) in day-of-month; ``MON#2`` (second Monday) and ``5L``
-    (last Friday) in day-of-week. Raises ``ValidationError("schedule.cron", ...)`` otherwise.
-    """
-    if not isinstance(expr, str):
-        raise _bad("a cron expression must be a string such as '30 2 * * *'")
-    text = " ".join(expr.split()).upper()
-    text = ALIASES.get(text.lower(), text)
-    _compile(text)
-    return CronExpr(text)
-
-
-@lru_cache(maxsize=1024)
-def _compile(text: str) -> _Spec:
-    fields = text.split()
-    if len(fields) != 5:
-        raise _bad(
-            f"expected 5 fields (minute hour day-of-month month day-of-week) or one of "
-            f"{', '.join(ALIASES)}, got {len(fields)} field(s)"
-        )
-    minute, hour, dom, month, dow = fields
-    days = _day_exprs(dom, month, dow)
-    every_day = all(expr.startswith("0 0 * ") and expr.endswith(" *") for expr in days)
-    return _Spec(
-        minutes=tuple(sorted(_values(_MINUTE, minute))),
-        hours=tuple(sorted(_values(_HOUR, hour))),
-        wall_clock=not minute.startswith("*") and not hour.startswith("*"),
-        day_exprs=days,
-        every_day_of=frozenset(_values(_MONTH, month)) if every_day else None,
-    )
-
-
-def _values(field: _Field, text: str) -> set[int]:
-    values: set[int] = set()
-    for term in text.split(","):
-        values |= _term(field, term)
-    return values
-
-
-def _term(field: _Field, term: str) -> set[int]:
-    base, slash, step_text = term.partition("/")
-    step = 1
-    if slash:
-        if not _NUMBER.fullmatch(step_text) or int(step_text) == 0:
-            raise _bad(f"{field.name} step in {term!r} must be a whole number of 1 or more")
-        step = int(step_text)
-    if base == "*":
-        low, high = field.low, field.high
-    elif "-" in base:
-        start, _, end = base.partition("-")
-        low, high = field.value(start), field.value(end)
-        if high < low:
-            raise _bad(f"{field.name} range {term!r} runs backwards; write it low-high")
-    elif base:
-        low = field.value(base)
-        high = field.high if slash else low
-    else:
-        raise _bad(f"empty {field.name} term in {term!r}; use a value, range, step or '*'")
-    return set(range(low, high + 1, step))
-
-
-def _dom(text: str) -> str:
-    """croniter's form of the day-of-month field (``*`` when every day is selected)."""
-    terms = text.split(",")
-    last = "L" in terms
-    values = _values(_DOM, ",".join(t for t in terms if t != "L")) if len(terms) > last else set()
-    if not last and values == set(range(1, 32)):
-        return "*"
-    return ",".join([*map(str, sorted(values)), *(["L"] if last else [])])
-
-
-def _dow(text: str) -> list[str]:
-    """croniter's form of the weekday field, as groups croniter accepts (it cannot mix ``#``
-    or last-weekday terms with plain weekdays in one field)."""
-    plain: set[int] = set()
-    special: list[str] = []
-    for term in text.split(","):
-        if "#" in term:
-            day, _, nth = term.partition("#")
-            if not _NUMBER.fullmatch(nth) or not 1 <= int(nth) <= 5:
-                raise _bad(f"day-of-week {term!r}: the week after '#' must be 1-5")
-            special.append(f"{_DOW.value(day) % 7}#{int(nth)}")
-        elif term.endswith("L") and len(term) > 1:
-            special.append(f"L{_DOW.value(term[:-1]) % 7}")
-        else:
-            plain |= {v % 7 for v in _term(_DOW, term)}
-    groups = (
-        ["*"] if plain == set(range(7)) else [",".join(map(str, sorted(plain)))] if plain else []
-    )
-    return groups + ([",".join(special)] if special else [])
-
-
-def _day_exprs(dom: str, month: str, dow: str) -> tuple[str, ...]:
-    """The days as a union of croniter expressions, each read with day_or=False.
-
-    As in Debian cron (and cronsim), day-of-month and day-of-week must both match when either
-    field starts with ``*``; otherwise a day matching either one is selected.
-    """
-    months = _values(_MONTH, month)
-    mon = "*" if months == set(range(1, 13)) else ",".join(map(str, sorted(months)))
-    dom_part, dow_parts = _dom(dom), _dow(dow)
-    if dom.startswith("*") or dow.startswith("*"):
-        return tuple(f"0 0 {dom_part} {mon} {part}" for part in dow_parts)
-    return (f"0 0 {dom_part} {mon} *", *(f"0 0 * {mon} {part}" for part in dow_parts))
 
 
 def zone(name: str) -> ZoneInfo:
@@ -250,11 +65,9 @@ def _zone_names() -> frozenset[str]:
 def describe(expr: CronExpr) -> str:
     """A short English reading of the expression's time fields (best effort)."""
     minute, hour, dom, month, dow = expr.text.split()
-    when = (
-        f"at {int(hour):02d}:{int(minute):02d}"
-        if minute.isdigit() and hour.isdigit()
-        else (f"at minute {minute} of hour {hour}")
-    )
+    when = f"at minute {minute} of hour {hour}"
+    if minute.isdigit() and hour.isdigit():
+        when = f"at {int(hour):02d}:{int(minute):02d}"
     days = [f"day-of-month {dom}"] if dom != "*" else []
     days += [f"month {month}"] if month != "*" else []
     days += [f"day-of-week {dow}"] if dow != "*" else []
@@ -267,7 +80,7 @@ def describe(expr: CronExpr) -> str:
 def next_fire(expr: CronExpr, tz: ZoneInfo, after: datetime) -> datetime | None:
     """The first fire strictly after ``after`` (aware), in UTC; None if the expression never
     fires again (``0 0 30 2 *``)."""
-    return next(_iter_fires(_compile(expr.text), tz, _aware(after)), None)
+    return next(_iter_fires(compile_spec(expr.text), tz, _aware(after)), None)
 
 
 def fires(
@@ -275,7 +88,7 @@ def fires(
 ) -> list[datetime]:
     """Fires in ``(after, until]``, oldest first, at most ``limit`` of them, in UTC."""
     until = _aware(until)
-    found = _iter_fires(_compile(expr.text), tz, _aware(after))
+    found = _iter_fires(compile_spec(expr.text), tz, _aware(after))
     return list(islice(takewhile(lambda fire: fire <= until, found), max(limit, 0)))
 
 
@@ -287,7 +100,7 @@ def latest_fires(
     Walks back from ``until`` a day at a time, so the cost follows ``limit``, not the length
     of the range.
     """
-    spec, after, until = _compile(expr.text), _aware(after), _aware(until)
+    spec, after, until = compile_spec(expr.text), _aware(after), _aware(until)
     floor = _wall(after, tz).date() - 2 * _ONE_DAY
     chunks: list[list[datetime]] = []
     found = 0
@@ -303,7 +116,7 @@ def latest_fires(
 
 def count_fires(expr: CronExpr, tz: ZoneInfo, after: datetime, until: datetime) -> int:
     """How many fires fall in ``(after, until]``, without listing them one by one."""
-    spec, after, until = _compile(expr.text), _aware(after), _aware(until)
+    spec, after, until = compile_spec(expr.text), _aware(after), _aware(until)
     last_day = _wall(until, tz).date() + 2 * _ONE_DAY
     per_day = len(spec.minutes) * len(spec.hours)
     total = 0
@@ -331,7 +144,7 @@ def _wall(moment: datetime, tz: ZoneInfo) -> datetime:
     return moment.astimezone(tz).replace(tzinfo=None)
 
 
-def _iter_fires(spec: _Spec, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
+def _iter_fires(spec: CronSpec, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
     floor = _wall(after, tz)
     for day, offset in _days_forward(spec, tz, floor.date() - 2 * _ONE_DAY):
         for fire in _day_fires(spec, tz, day, offset, floor):
@@ -348,7 +161,7 @@ def _iter_fires(spec: _Spec, tz: ZoneInfo, after: datetime) -> Iterator[datetime
 _Day = tuple[date, timedelta | None]  # (day, its UTC offset when it is an ordinary day)
 
 
-def _days_forward(spec: _Spec, tz: ZoneInfo, start: date) -> Iterator[_Day]:
+def _days_forward(spec: CronSpec, tz: ZoneInfo, start: date) -> Iterator[_Day]:
     """Days that may hold fires, ascending from ``start``: matching days, and the day after
     each when that day has an offset change (a fire may spill into it)."""
     last = date.min
@@ -360,7 +173,7 @@ def _days_forward(spec: _Spec, tz: ZoneInfo, start: date) -> Iterator[_Day]:
                 last = candidate
 
 
-def _days_backward(spec: _Spec, tz: ZoneInfo, start: date) -> Iterator[_Day]:
+def _days_backward(spec: CronSpec, tz: ZoneInfo, start: date) -> Iterator[_Day]:
     last = date.max
     for day in _matching_days(spec, start, forward=False):
         for candidate in (day + _ONE_DAY, day):
@@ -370,7 +183,7 @@ def _days_backward(spec: _Spec, tz: ZoneInfo, start: date) -> Iterator[_Day]:
                 last = candidate
 
 
-def _matching_days(spec: _Spec, start: date, *, forward: bool) -> Iterator[date]:
+def _matching_days(spec: CronSpec, start: date, *, forward: bool) -> Iterator[date]:
     """Days the expression selects, from ``start`` (inclusive) on, merged over its parts."""
     if not forward:
         start = min(start, _LAST_DAY)
@@ -414,7 +227,7 @@ def _croniter_days(text: str, start: date, forward: bool) -> Iterator[date]:
         yield moment.date()
 
 
-def _matches(spec: _Spec, day: date) -> bool:
+def _matches(spec: CronSpec, day: date) -> bool:
     if spec.every_day_of is not None:
         return day.month in spec.every_day_of
     midnight = datetime.combine(day, time())
@@ -438,7 +251,7 @@ def _midnight(day: date, offset: timedelta) -> datetime:
 
 
 def _day_fires(
-    spec: _Spec, tz: ZoneInfo, day: date, offset: timedelta | None, floor: datetime | None = None
+    spec: CronSpec, tz: ZoneInfo, day: date, offset: timedelta | None, floor: datetime | None = None
 ) -> list[datetime]:
     """The day's fires in UTC, ascending; ``floor`` (a wall time) lets an ordinary day skip
     the hours before it."""
@@ -453,7 +266,7 @@ def _day_fires(
     return _changing_day_fires(spec, tz, day)
 
 
-def _changing_day_fires(spec: _Spec, tz: ZoneInfo, day: date) -> list[datetime]:
+def _changing_day_fires(spec: CronSpec, tz: ZoneInfo, day: date) -> list[datetime]:
     low, high = _resolve(_at(day), tz), _resolve(_at(day + _ONE_DAY), tz)
     if not spec.wall_clock:
         return _elapsed_fires(spec, tz, low, high)
@@ -461,7 +274,7 @@ def _changing_day_fires(spec: _Spec, tz: ZoneInfo, day: date) -> list[datetime]:
     return sorted({f for f in map(lambda wall: _resolve(wall, tz), walls) if low <= f < high})
 
 
-def _elapsed_fires(spec: _Spec, tz: ZoneInfo, low: datetime, high: datetime) -> list[datetime]:
+def _elapsed_fires(spec: CronSpec, tz: ZoneInfo, low: datetime, high: datetime) -> list[datetime]:
     """Real-time fires in ``[low, high)``: every instant whose wall clock matches, found one
     stretch of constant UTC offset at a time."""
     found: list[datetime] = []
@@ -478,7 +291,7 @@ def _elapsed_fires(spec: _Spec, tz: ZoneInfo, low: datetime, high: datetime) -> 
     return found
 
 
-def _walls(spec: _Spec, low: datetime, high: datetime) -> Iterator[datetime]:
+def _walls(spec: CronSpec, low: datetime, high: datetime) -> Iterator[datetime]:
     """Matching wall times in ``[low, high)``, ascending."""
     day = low.date()
     while day <= high.date():
