@@ -1,0 +1,73 @@
+"""Natural batching: items queue up while the previous batch is being written."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Batcher(Generic[T]):
+    """Collects items and hands them to ``flush`` in batches, one call per batch.
+
+    There is no fixed interval: at low load a single item is written at once; under load
+    the items that arrive during one write form the next batch. ``put`` returns a future
+    resolved when the item's batch has been written (or failed).
+    """
+
+    def __init__(self, flush: Callable[[Sequence[T]], Awaitable[None]], max_batch: int = 1000):
+        self._flush = flush
+        self._max = max_batch
+        self._items: list[tuple[T, asyncio.Future[None] | None]] = []
+        self._ready = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closing = False
+
+    def put(self, item: T) -> asyncio.Future[None]:
+        """Queue ``item``; the future resolves once its batch is written."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._items.append((item, done))
+        self._ready.set()
+        self._idle.clear()
+        return done
+
+    def put_nowait(self, item: T) -> None:
+        """Queue ``item`` without a future (a failed write stops ``run`` loudly instead)."""
+        self._items.append((item, None))
+        self._ready.set()
+        self._idle.clear()
+
+    async def wait_idle(self) -> None:
+        """Wait until everything queued so far has been written."""
+        await self._idle.wait()
+
+    async def run(self) -> None:
+        """Flush until ``close`` is called and everything queued is written."""
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            while self._items:
+                batch, self._items = self._items[: self._max], self._items[self._max :]
+                await self._write(batch)
+            self._idle.set()
+            if self._closing:
+                return
+
+    def close(self) -> None:
+        self._closing = True
+        self._ready.set()
+
+    async def _write(self, batch: list[tuple[T, asyncio.Future[None] | None]]) -> None:
+        try:
+            await self._flush([item for item, _ in batch])
+        except Exception as exc:
+            for _, done in batch:
+                if done is not None and not done.done():
+                    done.set_exception(exc)
+            raise
+        for _, done in batch:
+            if done is not None and not done.done():
+                done.set_result(None)

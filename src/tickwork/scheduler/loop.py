@@ -1,0 +1,165 @@
+"""The scheduler loop: materialize cron fires, dispatch due task runs, reap zombies, re-send.
+
+It sleeps until the earliest thing it knows is due (the next cron fire or the next due task
+run), capped at ``max_sleep``, and wakes early when told (a new `at` job, a retry, a resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from tickwork.core.model import Job, NewRun, TaskRun, TaskRunState
+from tickwork.core.retry import failure_outcome
+from tickwork.core.runs import new_run, skipped_run
+from tickwork.core.schedule import plan_fires
+from tickwork.ports import Broker, Delivery, Store
+
+log = logging.getLogger("tickwork.scheduler")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    max_sleep: float = 1.0  # seconds; the longest the loop sleeps without looking
+    batch: int = 500  # rows per store call
+    heartbeat_timeout: float = 15.0  # a running task run silent this long is a zombie
+    resend_after: float = 30.0  # a queued task run unclaimed this long is re-published
+    housekeeping_every: float = 2.0  # how often zombies and lost messages are looked for
+
+
+def deliveries(task_runs: Sequence[TaskRun]) -> list[Delivery]:
+    return [Delivery(tr.id, tr.attempt, tr.queue, tr.priority) for tr in task_runs]
+
+
+class Scheduler:
+    """Turns schedules into queued task runs. Stateless between ticks: the store is the record."""
+
+    def __init__(
+        self,
+        store: Store,
+        broker: Broker,
+        *,
+        clock: Callable[[], datetime],
+        rand: Callable[[], float],
+        make_id: Callable[[], str],
+        config: SchedulerConfig | None = None,
+    ) -> None:
+        self._store = store
+        self._broker = broker
+        self._clock = clock
+        self._rand = rand
+        self._make_id = make_id
+        self._config = config or SchedulerConfig()
+        self._wakeup = asyncio.Event()
+        self._last_housekeeping: datetime | None = None
+
+    def wake(self) -> None:
+        """Look again now (called after anything that may have created due work)."""
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        await self.resend_queued(self._clock())
+        while True:
+            self._wakeup.clear()
+            now = self._clock()
+            await self.tick(now)
+            await self._sleep(await self._next_wake(now))
+
+    async def tick(self, now: datetime) -> None:
+        """One pass: everything due at ``now`` is materialized and dispatched."""
+        while await self.materialize_due(now) == self._config.batch:
+            pass
+        while await self.dispatch_due(now) == self._config.batch:
+            pass
+        if self._housekeeping_due(now):
+            await self.reap_zombies(now)
+            await self.resend_queued(now - timedelta(seconds=self._config.resend_after))
+
+    async def materialize_due(self, now: datetime) -> int:
+        """Create the runs of every cron fire due by ``now``; returns how many jobs were due."""
+        jobs = await self._store.due_cron_jobs(now, self._config.batch)
+        for job in jobs:
+            await self._materialize(job, now)
+        return len(jobs)
+
+    async def dispatch_due(self, now: datetime) -> int:
+        """Queue and publish task runs whose due time has come; returns how many were due."""
+        due = await self._store.due_task_runs(now, self._config.batch)
+        if due:
+            queued = await self._store.mark_queued([(tr.id, tr.attempt) for tr in due], now)
+            await self._broker.publish(deliveries(queued))
+        return len(due)
+
+    async def reap_zombies(self, now: datetime) -> int:
+        """Fail running task runs whose worker stopped heartbeating; retry them by policy."""
+        before = now - timedelta(seconds=self._config.heartbeat_timeout)
+        stale = await self._store.stale_running(before, self._config.batch)
+        return await self.fail_lost(stale, now, "worker lost: no heartbeat")
+
+    async def fail_lost(self, task_runs: Sequence[TaskRun], now: datetime, why: str) -> int:
+        outcomes = [
+            failure_outcome(
+                tr,
+                now=now,
+                rand=self._rand(),
+                error=f"{why} (worker {tr.worker_id})",
+                started_at=tr.started_at,
+                worker_id=tr.worker_id,
+            )
+            for tr in task_runs
+        ]
+        applied = await self._store.complete(outcomes)
+        if applied:
+            log.warning("failed %d lost task run(s): %s", len(applied), why)
+        return len(applied)
+
+    async def resend_queued(self, queued_before: datetime) -> int:
+        """Re-publish queued task runs no worker claimed (a lost message, a restart)."""
+        lost = await self._store.queued_task_runs(queued_before, self._config.batch * 10)
+        await self._broker.publish(deliveries(lost))
+        return len(lost)
+
+    async def _materialize(self, job: Job, now: datetime) -> None:
+        assert job.next_fire_at is not None  # due_cron_jobs only returns jobs with one
+        plan = plan_fires(job, now, max_runs=self._config.batch)
+        runs: list[NewRun] = [
+            new_run(
+                job,
+                fire,
+                trigger=trigger,
+                now=now,
+                make_id=self._make_id,
+                state=TaskRunState.QUEUED,
+            )
+            for fire, trigger in plan.runs
+        ]
+        runs += [skipped_run(job, f, now=now, make_id=self._make_id) for f in plan.skipped]
+        if plan.dropped:
+            log.warning("job %s: %d missed fires not recorded (too many)", job.name, plan.dropped)
+        queued = await self._store.materialize(job.id, job.next_fire_at, plan.new_next, runs)
+        await self._broker.publish(deliveries(queued))
+
+    def _housekeeping_due(self, now: datetime) -> bool:
+        last = self._last_housekeeping
+        if last is None or (now - last).total_seconds() >= self._config.housekeeping_every:
+            self._last_housekeeping = now
+            return True
+        return False
+
+    async def _next_wake(self, now: datetime) -> float:
+        candidates = [await self._store.next_fire_at(), await self._store.next_due_at()]
+        delay = self._config.max_sleep
+        for at in candidates:
+            if at is not None:
+                delay = min(delay, (at - self._clock()).total_seconds())
+        return max(delay, 0.0)
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), seconds)

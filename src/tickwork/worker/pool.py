@@ -1,0 +1,208 @@
+"""The worker pool: consume, claim in batches, execute, heartbeat, complete in batches."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun, TaskRunState
+from tickwork.core.retry import failure_outcome
+from tickwork.ports import Broker, Delivery, Runner, RunResult, Store
+from tickwork.runtime.batch import Batcher
+from tickwork.runtime.supervisor import supervise
+from tickwork.worker.logs import TaskLog
+
+log = logging.getLogger("tickwork.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    worker_id: str
+    queues: tuple[str, ...] = ("default",)
+    concurrency: int = 4  # task runs executing at once
+    heartbeat_interval: float = 0.5  # also bounds how fast a cancel request is noticed
+    consume_timeout: float = 0.5
+
+
+@dataclass(slots=True)
+class _Active:
+    task_run: TaskRun
+    cancel: asyncio.Event
+    task: asyncio.Task[None] | None = None
+
+
+class WorkerPool:
+    """Executes task runs from the broker; the store decides who runs what (claim).
+
+    A delivery is only a hint: nothing runs until the conditional claim in the store wins,
+    so a duplicate or stale message runs nothing.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        broker: Broker,
+        runners: Mapping[TaskKind, Runner],
+        config: PoolConfig,
+        *,
+        clock: Callable[[], datetime],
+        rand: Callable[[], float],
+        on_complete: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._broker = broker
+        self._runners = runners
+        self._config = config
+        self._clock = clock
+        self._rand = rand
+        self._on_complete = on_complete
+        self._active: dict[str, _Active] = {}
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._draining = asyncio.Event()
+        self._logs: Batcher[LogChunk] = Batcher(self._write_logs)
+        self._outcomes: Batcher[Outcome] = Batcher(self._write_outcomes)
+
+    @property
+    def active_count(self) -> int:
+        return len(self._active)
+
+    async def run(self) -> None:
+        """Run until cancelled; call ``drain`` first for a clean stop (nothing half-written)."""
+        await supervise(
+            {
+                "worker.fetch": self._fetch_loop(),
+                "worker.heartbeat": self._heartbeat_loop(),
+                "worker.logs": self._logs.run(),
+                "worker.outcomes": self._outcomes.run(),
+            }
+        )
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking work; let running tasks finish within ``grace`` s, then requeue the rest."""
+        self._draining.set()
+        tasks = [a.task for a in self._active.values() if a.task is not None]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for active in list(self._active.values()):
+                active.cancel.set()
+            if pending:
+                await asyncio.wait(pending, timeout=2.0)
+        await self._logs.wait_idle()
+        await self._outcomes.wait_idle()
+
+    # -- fetching and claiming ---------------------------------------------------------
+    async def _fetch_loop(self) -> None:
+        while not self._draining.is_set():
+            free = await self._wait_for_slots()
+            deliveries = await self._broker.consume(
+                self._config.queues, free, self._config.consume_timeout
+            )
+            if deliveries and not self._draining.is_set():
+                await self._claim_and_start(deliveries)
+
+    async def _wait_for_slots(self) -> int:
+        await self._slots.acquire()
+        self._slots.release()
+        return self._config.concurrency - len(self._active)
+
+    async def _claim_and_start(self, deliveries: Sequence[Delivery]) -> None:
+        keys = [(d.task_run_id, d.attempt) for d in deliveries]
+        claimed = await self._store.claim(keys, self._config.worker_id, self._clock())
+        for task_run in claimed:
+            await self._slots.acquire()
+            active = _Active(task_run, asyncio.Event())
+            self._active[task_run.id] = active
+            active.task = asyncio.create_task(self._execute(active), name=f"task:{task_run.id}")
+
+    # -- executing ---------------------------------------------------------------------
+    async def _execute(self, active: _Active) -> None:
+        task_run = active.task_run
+        started = self._clock()
+        sink = TaskLog(task_run, self._logs.put, self._clock)
+        try:
+            result = await self._run_one(task_run, sink, active.cancel)
+            outcome = self._outcome(active.task_run, result, started)
+            if outcome.error:
+                sink.write(
+                    "system", f"attempt {task_run.attempt}: {outcome.state}: {outcome.error}\n"
+                )
+            # Logs first: once a task run reads as finished, its whole output is readable.
+            await sink.flushed()
+            self._outcomes.put_nowait(outcome)
+        finally:
+            del self._active[task_run.id]
+            self._slots.release()
+
+    async def _run_one(self, task_run: TaskRun, sink: TaskLog, cancel: asyncio.Event) -> RunResult:
+        runner = self._runners.get(task_run.kind)
+        if runner is None:
+            return RunResult(ok=False, error=f"no runner for task kind {task_run.kind!r}")
+        try:
+            return await runner.run(task_run, sink, cancel)
+        except Exception as exc:  # a runner bug must not kill the pool
+            log.exception("runner for %s crashed", task_run.id)
+            return RunResult(ok=False, error=f"runner crashed: {exc!r}")
+
+    def _outcome(self, task_run: TaskRun, result: RunResult, started: datetime) -> Outcome:
+        now = self._clock()
+        if result.ok:
+            return self._finished(task_run, TaskRunState.SUCCESS, started, now)
+        if result.cancelled and not task_run.cancel_requested:
+            # Interrupted by our own shutdown, not by a user: give it back without judgement.
+            return self._finished(
+                task_run, TaskRunState.UP_FOR_RETRY, started, now, "interrupted by worker shutdown"
+            )
+        if result.cancelled:
+            return self._finished(task_run, TaskRunState.CANCELLED, started, now, "cancelled")
+        return failure_outcome(
+            task_run,
+            now=now,
+            rand=self._rand(),
+            error=result.error or ("timed out" if result.timed_out else "failed"),
+            exit_code=result.exit_code,
+            started_at=started,
+            worker_id=self._config.worker_id,
+        )
+
+    def _finished(
+        self,
+        task_run: TaskRun,
+        state: TaskRunState,
+        started: datetime,
+        now: datetime,
+        error: str | None = None,
+    ) -> Outcome:
+        return Outcome(
+            task_run_id=task_run.id,
+            attempt=task_run.attempt,
+            state=state,
+            finished_at=now,
+            started_at=started,
+            retry_at=now if state is TaskRunState.UP_FOR_RETRY else None,
+            error=error,
+            worker_id=self._config.worker_id,
+        )
+
+    # -- heartbeats, cancellation and batched writes -----------------------------------
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.heartbeat_interval)
+            if not self._active:
+                continue
+            keys = [(a.task_run.id, a.task_run.attempt) for a in self._active.values()]
+            cancelled = await self._store.heartbeat(keys, self._config.worker_id, self._clock())
+            for task_run_id in cancelled:
+                active = self._active.get(task_run_id)
+                if active is not None:
+                    active.task_run = replace(active.task_run, cancel_requested=True)
+                    active.cancel.set()
+
+    async def _write_logs(self, chunks: Sequence[LogChunk]) -> None:
+        await self._store.append_logs(chunks)
+
+    async def _write_outcomes(self, outcomes: Sequence[Outcome]) -> None:
+        await self._store.complete(outcomes)
+        self._on_complete()

@@ -1,0 +1,81 @@
+"""Small builders and a deadline poller shared by runtime tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from tickwork.core.model import Job, RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
+from tickwork.ids import new_id
+
+T = TypeVar("T")
+
+
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, us: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, us, tzinfo=UTC)
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def python_task(target: str = "tests.fixtures.tasks:noop", **kwargs: Any) -> Task:
+    return Task(name="main", kind=TaskKind.PYTHON, config={"target": target, "kwargs": kwargs})
+
+
+def shell_task(*argv: str) -> Task:
+    return Task(name="main", kind=TaskKind.SHELL, config={"argv": list(argv)})
+
+
+def make_job(
+    name: str,
+    *,
+    now: datetime,
+    schedule: Schedule | None = None,
+    task: Task | None = None,
+    catchup: bool = False,
+    next_fire_at: datetime | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: float | None = None,
+) -> Job:
+    return Job(
+        id=new_id(),
+        name=name,
+        schedule=schedule or Schedule(kind=ScheduleKind.NOW),
+        tasks=(task or python_task(),),
+        created_at=now,
+        updated_at=now,
+        catchup=catchup,
+        next_fire_at=next_fire_at,
+        retry=retry or RetryPolicy(),
+        timeout=timeout,
+    )
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    ok: Callable[[T], bool],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.02,
+) -> T:
+    """Poll ``probe`` until ``ok`` holds; fail with the last value after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if ok(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached within {timeout}s; last value: {value!r}")
+        await asyncio.sleep(interval)

@@ -1,0 +1,24 @@
+"""Python tasks used by the engine tests (imported by the worker through their import path)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def noop() -> None:
+    return None
+
+
+def hello(name: str) -> str:
+    print(f"hello {name}")
+    return f"hi {name}"
+
+
+def fail_until(counter: str, successes_after: int) -> int:
+    """Fail until called ``successes_after`` times; the count lives in a file the test reads."""
+    path = Path(counter)
+    calls = int(path.read_text()) + 1 if path.exists() else 1
+    path.write_text(str(calls))
+    if calls <= successes_after:
+        raise RuntimeError(f"failing call {calls}")
+    return calls
