@@ -9,7 +9,6 @@ import typer
 
 from tickwork.app.settings import EmbeddedSettings
 from tickwork.cli.common import reported_errors
-from tickwork.serve.embedded import run_embedded
 
 _DEFAULTS = EmbeddedSettings()
 
@@ -26,5 +25,9 @@ def up(
 ) -> None:
     """Start tickwork: scheduler, workers and HTTP API in one process (Ctrl-C stops it)."""
     settings = EmbeddedSettings(data_dir=data_dir, host=host, port=port, workers=workers)
+    # Imported here, not at the top: every client command loads this module, and the server
+    # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.
+    from tickwork.serve.embedded import run_embedded
+
     with reported_errors():
         run_embedded(settings)

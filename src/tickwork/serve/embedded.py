@@ -1,0 +1,185 @@
+"""`tickwork up`: scheduler, worker pool and HTTP API in one process, on SQLite by default."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import random
+import socket
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import uvicorn
+
+from tickwork.api.app import create_app
+from tickwork.app.services import Services
+from tickwork.app.settings import EmbeddedSettings
+from tickwork.broker.memory import MemoryBroker
+from tickwork.core.errors import TickworkError
+from tickwork.core.model import TaskKind
+from tickwork.ids import new_id
+from tickwork.ports import Runner, Store
+from tickwork.scheduler.loop import Scheduler
+from tickwork.store import open_store
+from tickwork.worker import capture
+from tickwork.worker.pool import PoolConfig, WorkerPool
+from tickwork.worker.runners import build_runners, close_runners
+
+log = logging.getLogger("tickwork")
+
+DRAIN_GRACE = 10.0  # seconds running tasks get to finish on Ctrl-C / SIGTERM
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class DataDirLocked(TickworkError):
+    """Another `tickwork up` already owns this data directory."""
+
+
+@contextlib.contextmanager
+def lock_data_dir(data_dir: Path) -> Iterator[IO[str]]:
+    """Hold an exclusive lock on the data dir, so exactly one embedded process uses it.
+
+    That exclusivity is what lets start-up treat every `running` task run as orphaned.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    handle = (data_dir / "tickwork.lock").open("w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise DataDirLocked(
+            f"data dir {data_dir} is in use by another tickwork process; "
+            "stop it or pass another --data-dir"
+        ) from None
+    try:
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield handle
+    finally:
+        handle.close()
+
+
+@dataclass
+class Embedded:
+    """The parts of a running embedded tickwork, wired together."""
+
+    store: Store
+    broker: MemoryBroker
+    scheduler: Scheduler
+    pool: WorkerPool
+    services: Services
+    runners: Mapping[TaskKind, Runner]
+
+
+def wire(
+    store: Store,
+    settings: EmbeddedSettings,
+    *,
+    clock: Callable[[], datetime] = utcnow,
+    runners: Mapping[TaskKind, Runner] | None = None,
+) -> Embedded:
+    """Build the embedded runtime around an open, migrated store."""
+    broker = MemoryBroker()
+    runners = runners if runners is not None else build_runners()
+    scheduler = Scheduler(store, broker, clock=clock, rand=random.random, make_id=new_id)
+    pool = WorkerPool(
+        store,
+        broker,
+        runners,
+        PoolConfig(
+            worker_id=f"{socket.gethostname()}:{os.getpid()}",
+            queues=settings.queues,
+            concurrency=settings.workers,
+        ),
+        clock=clock,
+        rand=random.random,
+        on_complete=scheduler.wake,
+    )
+    services = Services(store, broker, wake=scheduler.wake, clock=clock)
+    return Embedded(store, broker, scheduler, pool, services, runners)
+
+
+async def recover_orphans(rt: Embedded, now: datetime) -> int:
+    """Task runs left `running` by a previous process: fail them now and retry by policy."""
+    total = 0
+    while orphans := await rt.store.stale_running(now, 500):
+        total += await rt.scheduler.fail_lost(orphans, now, "tickwork restarted while running")
+        if len(orphans) < 500:
+            break
+    return total
+
+
+async def serve_embedded(settings: EmbeddedSettings) -> None:
+    """Run everything until SIGINT/SIGTERM, then drain running tasks and stop."""
+    with lock_data_dir(settings.data_dir):
+        store = await open_store(settings.effective_database_url)
+        try:
+            await store.migrate()
+            await _serve(wire(store, settings), settings)
+        finally:
+            await store.close()
+
+
+async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
+    orphans = await recover_orphans(rt, utcnow())
+    if orphans:
+        log.warning("recovered %d task run(s) left running by a previous process", orphans)
+    config = uvicorn.Config(
+        create_app(rt.services),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    background = {
+        asyncio.create_task(rt.scheduler.run(), name="scheduler"),
+        asyncio.create_task(rt.pool.run(), name="worker-pool"),
+    }
+    for task in background:
+        task.add_done_callback(lambda t: _stop_on_crash(t, server))
+    log.info(
+        "tickwork is up: http://%s:%d  (data: %s, workers: %d)",
+        settings.host,
+        settings.port,
+        settings.data_dir,
+        settings.workers,
+    )
+    try:
+        await server.serve()
+    finally:
+        await rt.pool.drain(DRAIN_GRACE)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await rt.broker.close()
+        await close_runners(rt.runners)
+        capture.uninstall()
+    for task in background:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+
+def _stop_on_crash(task: asyncio.Task[None], server: uvicorn.Server) -> None:
+    if task.cancelled():
+        return
+    log.error("%s stopped unexpectedly: %r; shutting down", task.get_name(), task.exception())
+    server.should_exit = True
+
+
+def run_embedded(settings: EmbeddedSettings) -> None:
+    """Blocking entry point of `tickwork up`."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    asyncio.run(serve_embedded(settings))
