@@ -1,0 +1,218 @@
+"""Benchmark of embedded mode (`tickwork up` on SQLite), end to end through the HTTP API.
+
+Starts a real `tickwork up` process on a free port with a fresh data dir, submits work through
+the public API, and reads the outcome from the run history tickwork itself recorded:
+
+  W1  throughput: N no-op python `now` jobs submitted in batches; jobs/s from the first
+      request until the last task run succeeded.
+  W2  immediate start latency at a steady rate: one `POST /jobs` per job; start latency =
+      task run started_at - run created_at (both stamped by the server).
+  W3  `at` lateness: jobs due at distinct instants a few seconds ahead; lateness =
+      started_at - logical date (the due instant).
+  W4  cron lateness: many `* * * * *` jobs firing at the next minute boundary.
+
+Usage: .venv/bin/python bench/embedded.py [--jobs 5000] [--workers 32] [--skip-cron]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+NOOP = {"kind": "python", "target": "tickwork.examples:noop"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def tickwork_up(workers: int) -> Iterator[tuple[str, Path]]:
+    data = Path(tempfile.mkdtemp(prefix="tickwork-bench-"))
+    port = free_port()
+    exe = Path(sys.executable).with_name("tickwork")
+    cmd = [str(exe), "up", "--data-dir", str(data), "--port", str(port), "--workers", str(workers)]
+    log = (data / "server.log").open("w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        yield url, data / "tickwork.db"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"tickwork up exited with {proc.returncode}")
+        try:
+            if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("tickwork up did not become healthy within 30 s")
+
+
+def job(name: str, schedule: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "schedule": schedule, "task": NOOP}
+
+
+def post_batch(client: httpx2.Client, jobs: list[dict[str, Any]]) -> None:
+    r = client.post("/api/v1/jobs/batch", json={"jobs": jobs}, timeout=60)
+    if r.status_code >= 300:
+        raise SystemExit(f"batch refused: {r.status_code} {r.text[:300]}")
+
+
+def db_rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def wait_done(db: Path, prefix: str, n: int, timeout: float) -> float:
+    """Poll until n task runs of jobs named prefix* succeeded; returns the monotonic time."""
+    deadline = time.monotonic() + timeout
+    sql = "SELECT count(*) FROM task_runs WHERE state = 'success' AND job_name LIKE ?"
+    while time.monotonic() < deadline:
+        if db_rows(db, sql, prefix + "%")[0][0] >= n:
+            return time.monotonic()
+        time.sleep(0.02)
+    done = db_rows(db, sql, prefix + "%")[0][0]
+    raise SystemExit(f"{prefix}: only {done}/{n} succeeded within {timeout} s")
+
+
+def parse_ts(value: Any) -> datetime:
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, UTC)
+    ts = datetime.fromisoformat(str(value))
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+def delays_ms(db: Path, prefix: str, since: str) -> list[float]:
+    """started_at minus `since` (a task_runs column or runs.created_at), in ms."""
+    col = "r.created_at" if since == "created" else "t.logical_date"
+    rows = db_rows(
+        db,
+        f"SELECT t.started_at, {col} FROM task_runs t JOIN runs r ON r.id = t.run_id "
+        "WHERE t.job_name LIKE ? AND t.started_at IS NOT NULL",
+        prefix + "%",
+    )
+    return [(parse_ts(a) - parse_ts(b)).total_seconds() * 1000 for a, b in rows]
+
+
+def pct(values: list[float], p: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "p50_ms": round(statistics.median(values), 2),
+        "p95_ms": round(pct(values, 95), 2),
+        "p99_ms": round(pct(values, 99), 2),
+        "max_ms": round(max(values), 2),
+    }
+
+
+def w1_throughput(url: str, db: Path, n: int, batch: int = 500) -> dict[str, float]:
+    chunks = [
+        [job(f"w1-{i}", {"kind": "now"}) for i in range(s, min(s + batch, n))]
+        for s in range(0, n, batch)
+    ]
+    with httpx2.Client(base_url=url) as client, ThreadPoolExecutor(2) as pool:
+        t0 = time.monotonic()
+        list(pool.map(lambda c: post_batch(client, c), chunks))
+        submitted = time.monotonic()
+        done = wait_done(db, "w1-", n, timeout=300)
+    return {
+        "jobs": n,
+        "submit_s": round(submitted - t0, 3),
+        "total_s": round(done - t0, 3),
+        "jobs_per_s": round(n / (done - t0), 1),
+    }
+
+
+def w2_latency(url: str, db: Path, rate: float, seconds: float) -> dict[str, float]:
+    n = int(rate * seconds)
+    with httpx2.Client(base_url=url) as client:
+        start = time.monotonic()
+        for i in range(n):
+            pause = start + i / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            r = client.post("/api/v1/jobs", json=job(f"w2-{i}", {"kind": "now"}))
+            r.raise_for_status()
+    wait_done(db, "w2-", n, timeout=60)
+    return summary(delays_ms(db, "w2-", "created"))
+
+
+def w3_at_lateness(url: str, db: Path, n: int) -> dict[str, float]:
+    base = datetime.now(UTC) + timedelta(seconds=3)
+    step = 5.0 / n
+    jobs = [
+        job(f"w3-{i}", {"kind": "at", "at": (base + timedelta(seconds=i * step)).isoformat()})
+        for i in range(n)
+    ]
+    with httpx2.Client(base_url=url) as client:
+        for s in range(0, n, 500):
+            post_batch(client, jobs[s : s + 500])
+    wait_done(db, "w3-", n, timeout=60)
+    return summary(delays_ms(db, "w3-", "logical"))
+
+
+def w4_cron_lateness(url: str, db: Path, n: int) -> dict[str, float]:
+    jobs = [job(f"w4-{i}", {"kind": "cron", "cron": "* * * * *"}) for i in range(n)]
+    with httpx2.Client(base_url=url) as client:
+        for s in range(0, n, 500):
+            post_batch(client, jobs[s : s + 500])
+    wait_done(db, "w4-", n, timeout=90)
+    return summary(delays_ms(db, "w4-", "logical"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000, help="W1 job count")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--rate", type=float, default=50.0, help="W2 jobs per second")
+    parser.add_argument("--skip-cron", action="store_true", help="skip W4 (waits for a minute)")
+    args = parser.parse_args()
+    results: dict[str, Any] = {"workers": args.workers, "cpus": os.cpu_count()}
+    with tickwork_up(args.workers) as (url, db):
+        results["W1 throughput"] = w1_throughput(url, db, args.jobs)
+        results["W2 immediate start latency"] = w2_latency(url, db, args.rate, 5.0)
+        results["W3 at lateness"] = w3_at_lateness(url, db, 500)
+        if not args.skip_cron:
+            results["W4 cron lateness"] = w4_cron_lateness(url, db, 200)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
