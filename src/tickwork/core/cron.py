@@ -19,7 +19,7 @@ cheap.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from itertools import islice, takewhile
@@ -147,6 +147,8 @@ def _wall(moment: datetime, tz: ZoneInfo) -> datetime:
 def _iter_fires(spec: CronSpec, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
     floor = _wall(after, tz)
     for day, offset in _days_forward(spec, tz, floor.date() - 2 * _ONE_DAY):
+        if offset is not None and _midnight(day + _ONE_DAY, offset) <= after:
+            continue  # an ordinary day wholly before ``after``
         for fire in _day_fires(spec, tz, day, offset, floor):
             if fire > after:
                 yield fire
@@ -252,18 +254,18 @@ def _midnight(day: date, offset: timedelta) -> datetime:
 
 def _day_fires(
     spec: CronSpec, tz: ZoneInfo, day: date, offset: timedelta | None, floor: datetime | None = None
-) -> list[datetime]:
-    """The day's fires in UTC, ascending; ``floor`` (a wall time) lets an ordinary day skip
-    the hours before it."""
-    if offset is not None:
-        skip = floor.hour if floor is not None and floor.date() == day else -1
-        return [
-            datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC) - offset
-            for hour in spec.hours
-            if hour >= skip
-            for minute in spec.minutes
-        ]
-    return _changing_day_fires(spec, tz, day)
+) -> Iterable[datetime]:
+    """The day's fires in UTC, ascending; lazy on an ordinary day, where ``floor`` (a wall
+    time) also skips the hours before it."""
+    if offset is None:
+        return _changing_day_fires(spec, tz, day)
+    skip = floor.hour if floor is not None and floor.date() == day else -1
+    return (
+        datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC) - offset
+        for hour in spec.hours
+        if hour >= skip
+        for minute in spec.minutes
+    )
 
 
 def _changing_day_fires(spec: CronSpec, tz: ZoneInfo, day: date) -> list[datetime]:
