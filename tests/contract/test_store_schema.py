@@ -10,7 +10,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import create_engine
 
 from tests.contract.factory import make_job, make_run
 from tickwork.core.errors import Conflict, ValidationError
@@ -31,13 +31,13 @@ async def test_migrated_schema_equals_metadata_and_migrate_is_idempotent(
 ) -> None:
     await store.migrate()
     await store.migrate()
-    engine = create_async_engine(normalize_url(store_url))
+    engine = create_engine(normalize_url(store_url))
     try:
-        async with engine.connect() as conn:
-            assert await conn.run_sync(_schema_diff) == []
-            assert await conn.run_sync(current_revision) == head_revision()
+        with engine.connect() as conn:
+            assert _schema_diff(conn) == []
+            assert current_revision(conn) == head_revision()
     finally:
-        await engine.dispose()
+        engine.dispose()
 
 
 async def test_datetimes_come_back_as_aware_utc_instants(store: SqlStore) -> None:
@@ -63,9 +63,9 @@ async def test_naive_datetimes_are_refused(store: SqlStore) -> None:
 @pytest.mark.parametrize(
     ("given", "driver"),
     [
-        ("sqlite:///x.db", "sqlite+aiosqlite"),
-        ("sqlite://", "sqlite+aiosqlite"),
-        ("sqlite+aiosqlite:///x.db", "sqlite+aiosqlite"),
+        ("sqlite:///x.db", "sqlite+pysqlite"),
+        ("sqlite://", "sqlite+pysqlite"),
+        ("sqlite+aiosqlite:///x.db", "sqlite+pysqlite"),
         ("postgres://u@h/db", "postgresql+psycopg"),
         ("postgresql://u@h/db", "postgresql+psycopg"),
         ("postgresql+psycopg://u@h/db", "postgresql+psycopg"),
@@ -99,13 +99,13 @@ async def test_sqlite_file_store_is_in_wal_mode(sqlite_url: str) -> None:
     store = await open_store(sqlite_url)
     await store.list_jobs()  # opening a connection applies the pragmas
     await store.close()
-    engine = create_async_engine(normalize_url(sqlite_url))
+    engine = create_engine(normalize_url(sqlite_url))
     try:
-        async with engine.connect() as conn:
-            mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
+        with engine.connect() as conn:
+            mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
         assert mode == "wal"
     finally:
-        await engine.dispose()
+        engine.dispose()
 
 
 async def test_store_enforces_foreign_keys(store: SqlStore) -> None:

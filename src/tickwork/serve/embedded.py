@@ -9,7 +9,7 @@ import logging
 import os
 import random
 import socket
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ from tickwork.app.services import Services
 from tickwork.app.settings import EmbeddedSettings
 from tickwork.broker.memory import MemoryBroker
 from tickwork.core.errors import TickworkError
-from tickwork.core.model import TaskKind
+from tickwork.core.model import Outcome, TaskKind, TaskRunState
 from tickwork.ids import new_id
 from tickwork.ports import Runner, Store
 from tickwork.scheduler.loop import Scheduler
@@ -102,10 +102,16 @@ def wire(
         ),
         clock=clock,
         rand=random.random,
-        on_complete=scheduler.wake,
+        on_complete=lambda outcomes: _wake_for_retries(scheduler, outcomes),
     )
     services = Services(store, broker, wake=scheduler.wake, clock=clock)
     return Embedded(store, broker, scheduler, pool, services, runners)
+
+
+def _wake_for_retries(scheduler: Scheduler, outcomes: Sequence[Outcome]) -> None:
+    """A retry is due later: the scheduler must look again to sleep until then."""
+    if any(o.state is TaskRunState.UP_FOR_RETRY for o in outcomes):
+        scheduler.wake()
 
 
 async def recover_orphans(rt: Embedded, now: datetime) -> int:

@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tickwork.core.errors import Conflict
 from tickwork.ports import TaskKey
@@ -37,7 +37,7 @@ def param(column: sa.Column[Any]) -> sa.BindParameter[Any]:
 
 
 def insert_ignoring_duplicates(
-    conn: AsyncConnection, table: sa.Table, index_elements: Sequence[str]
+    conn: Connection, table: sa.Table, index_elements: Sequence[str]
 ) -> sa.Insert:
     """``INSERT … ON CONFLICT (index_elements) DO NOTHING`` in the connection's dialect."""
     if conn.dialect.name == "postgresql":

@@ -11,8 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.core.model import Outcome, TaskRun, TaskRunState
 from tickwork.core.states import DISPATCHABLE, can_transition
@@ -26,49 +25,45 @@ S = TaskRunState
 _DISPATCHABLE = [s.value for s in DISPATCHABLE]
 
 
-async def due_task_runs(conn: AsyncConnection, until: datetime, limit: int) -> list[TaskRun]:
+def due_task_runs(conn: Connection, until: datetime, limit: int) -> list[TaskRun]:
     query = (
         sa.select(task_runs)
         .where(task_runs.c.state.in_(_DISPATCHABLE), task_runs.c.due_at <= until)
         .order_by(task_runs.c.priority.desc(), task_runs.c.due_at, task_runs.c.id)
         .limit(limit)
     )
-    return [task_run_from_row(r) for r in (await conn.execute(query)).mappings()]
+    return [task_run_from_row(r) for r in (conn.execute(query)).mappings()]
 
 
-async def next_due_at(conn: AsyncConnection) -> datetime | None:
-    earliest: datetime | None = await conn.scalar(
+def next_due_at(conn: Connection) -> datetime | None:
+    earliest: datetime | None = conn.scalar(
         sa.select(sa.func.min(task_runs.c.due_at)).where(task_runs.c.state.in_(_DISPATCHABLE))
     )
     return earliest
 
 
-async def queued_task_runs(
-    conn: AsyncConnection, queued_before: datetime, limit: int
-) -> list[TaskRun]:
+def queued_task_runs(conn: Connection, queued_before: datetime, limit: int) -> list[TaskRun]:
     query = (
         sa.select(task_runs)
         .where(task_runs.c.state == S.QUEUED.value, task_runs.c.queued_at <= queued_before)
         .order_by(task_runs.c.queued_at, task_runs.c.id)
         .limit(limit)
     )
-    return [task_run_from_row(r) for r in (await conn.execute(query)).mappings()]
+    return [task_run_from_row(r) for r in (conn.execute(query)).mappings()]
 
 
-async def stale_running(
-    conn: AsyncConnection, heartbeat_before: datetime, limit: int
-) -> list[TaskRun]:
+def stale_running(conn: Connection, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
     query = (
         sa.select(task_runs)
         .where(task_runs.c.state == S.RUNNING.value, task_runs.c.heartbeat_at < heartbeat_before)
         .order_by(task_runs.c.heartbeat_at, task_runs.c.id)
         .limit(limit)
     )
-    return [task_run_from_row(r) for r in (await conn.execute(query)).mappings()]
+    return [task_run_from_row(r) for r in (conn.execute(query)).mappings()]
 
 
-async def _move(
-    conn: AsyncConnection,
+def _move(
+    conn: Connection,
     keys: Sequence[TaskKey],
     where: sa.ColumnElement[bool],
     values: dict[str, Any],
@@ -77,26 +72,24 @@ async def _move(
     """Conditionally update the rows with these keys; refresh their runs; return the rows won."""
     won: list[TaskRun] = []
     for chunk in chunked(keys):
-        result = await conn.execute(
+        result = conn.execute(
             sa.update(task_runs)
             .where(key_in(chunk), where)
             .values(**values)
             .returning(*task_runs.c)
         )
         won.extend(task_run_from_row(r) for r in result.mappings())
-    await refresh_runs(conn, [tr.run_id for tr in won], now)
+    refresh_runs(conn, [tr.run_id for tr in won], now)
     return won
 
 
-async def mark_queued(
-    conn: AsyncConnection, keys: Sequence[TaskKey], now: datetime
-) -> list[TaskRun]:
+def mark_queued(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
     where = task_runs.c.state.in_(_DISPATCHABLE)
-    return await _move(conn, keys, where, {"state": S.QUEUED.value, "queued_at": now}, now)
+    return _move(conn, keys, where, {"state": S.QUEUED.value, "queued_at": now}, now)
 
 
-async def claim(
-    conn: AsyncConnection, keys: Sequence[TaskKey], worker_id: str, now: datetime
+def claim(
+    conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
 ) -> list[TaskRun]:
     values = {
         "state": S.RUNNING.value,
@@ -104,21 +97,19 @@ async def claim(
         "started_at": now,
         "heartbeat_at": now,
     }
-    return await _move(conn, keys, task_runs.c.state == S.QUEUED.value, values, now)
+    return _move(conn, keys, task_runs.c.state == S.QUEUED.value, values, now)
 
 
-async def requeue(conn: AsyncConnection, keys: Sequence[TaskKey], now: datetime) -> int:
+def requeue(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> int:
     values = {"state": S.SCHEDULED.value, "due_at": now, "queued_at": None}
-    moved = await _move(conn, keys, task_runs.c.state == S.QUEUED.value, values, now)
+    moved = _move(conn, keys, task_runs.c.state == S.QUEUED.value, values, now)
     return len(moved)
 
 
-async def heartbeat(
-    conn: AsyncConnection, keys: Sequence[TaskKey], worker_id: str, now: datetime
-) -> set[str]:
+def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
     cancel: set[str] = set()
     for chunk in chunked(keys):
-        result = await conn.execute(
+        result = conn.execute(
             sa.update(task_runs)
             .where(
                 key_in(chunk),
@@ -135,7 +126,7 @@ async def heartbeat(
 # -- completion ------------------------------------------------------------------------
 
 
-async def complete(conn: AsyncConnection, outcomes: Sequence[Outcome]) -> list[str]:
+def complete(conn: Connection, outcomes: Sequence[Outcome]) -> list[str]:
     for o in outcomes:
         if not can_transition(S.RUNNING, o.state):
             raise ValueError(f"outcome state {o.state.value!r} is not reachable from running")
@@ -143,7 +134,7 @@ async def complete(conn: AsyncConnection, outcomes: Sequence[Outcome]) -> list[s
     applied: list[tuple[RowMapping, Outcome]] = []
     for chunk in chunked(list(by_key)):
         # Lock the rows first so the attempt history matches exactly the updates applied.
-        result = await conn.execute(
+        result = conn.execute(
             sa.select(task_runs)
             .where(key_in(chunk), task_runs.c.state == S.RUNNING.value)
             .order_by(task_runs.c.id)
@@ -152,10 +143,10 @@ async def complete(conn: AsyncConnection, outcomes: Sequence[Outcome]) -> list[s
         applied.extend((row, by_key[(row["id"], row["attempt"])]) for row in result.mappings())
     if not applied:
         return []
-    await conn.execute(_COMPLETE_UPDATE, [_completion(row, o) for row, o in applied])
-    await conn.execute(attempts.insert(), [_attempt_row(row, o) for row, o in applied])
+    conn.execute(_COMPLETE_UPDATE, [_completion(row, o) for row, o in applied])
+    conn.execute(attempts.insert(), [_attempt_row(row, o) for row, o in applied])
     finished = max(o.finished_at for _, o in applied)
-    await refresh_runs(conn, [row["run_id"] for row, _ in applied], finished)
+    refresh_runs(conn, [row["run_id"] for row, _ in applied], finished)
     return [row["id"] for row, _ in applied]
 
 

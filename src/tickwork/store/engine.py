@@ -1,23 +1,30 @@
-"""Database URLs and engine setup for SQLite (aiosqlite) and PostgreSQL (psycopg 3)."""
+"""Database URLs, engines and the threads that run transactions, for SQLite and PostgreSQL.
+
+The store's queries are plain synchronous SQLAlchemy Core. Each store operation runs as one
+transaction on a worker thread, so the event loop pays one thread hop per transaction instead
+of one per statement (an asyncio driver such as aiosqlite hops per statement: about 0.2 ms
+each here, against 16 µs for a whole small SQLite transaction).
+"""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from tickwork.core.errors import ValidationError
 
-SQLITE = "sqlite+aiosqlite"
+SQLITE = "sqlite+pysqlite"
 POSTGRES = "postgresql+psycopg"
 _DRIVERS = {
     "sqlite": SQLITE,
     SQLITE: SQLITE,
+    "sqlite+aiosqlite": SQLITE,  # accepted for compatibility with async-style URLs
     "postgres": POSTGRES,
     "postgresql": POSTGRES,
     POSTGRES: POSTGRES,
@@ -28,7 +35,7 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 
 def normalize_url(url: str) -> URL:
-    """Parse ``url`` and select the async driver tickwork uses for its backend."""
+    """Parse ``url`` and select the driver tickwork uses for its backend."""
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -43,49 +50,62 @@ def is_memory(url: URL) -> bool:
     return url.drivername == SQLITE and url.database in (None, "", ":memory:")
 
 
+PG_POOL_SIZE = 10
+SQLITE_READERS = 4
+
+
 @dataclass(frozen=True, slots=True)
 class Engines:
-    """A read engine and a write engine; the same object where the backend allows parallel writes.
+    """Engines plus the threads their transactions run on.
 
-    SQLite has one writer per database. The write engine holds a single connection, so writers in
-    this process queue on the pool rather than spinning in ``busy_timeout``, and each write
-    transaction starts with ``BEGIN IMMEDIATE`` so a read-then-write cannot be overtaken by
-    another process.
+    SQLite has one writer per database: writes go through one connection on one thread, so
+    writers in this process queue in order instead of spinning in ``busy_timeout``, and each
+    write transaction starts with ``BEGIN IMMEDIATE`` so a read-then-write cannot be
+    overtaken by another process. Reads use their own connections and threads (WAL lets
+    them run beside the writer). PostgreSQL uses one pool and as many threads as connections.
     """
 
-    read: AsyncEngine
-    write: AsyncEngine
-    #: True when every operation must be serialized (one shared in-memory connection).
-    single_connection: bool
+    read: Engine
+    write: Engine
+    readers: ThreadPoolExecutor
+    writers: ThreadPoolExecutor
 
     @property
     def dialect(self) -> str:
         return self.write.dialect.name
 
-    async def dispose(self) -> None:
-        await self.write.dispose()
+    def dispose(self) -> None:
+        self.write.dispose()
         if self.read is not self.write:
-            await self.read.dispose()
+            self.read.dispose()
+        self.writers.shutdown(wait=True)
+        if self.readers is not self.writers:
+            self.readers.shutdown(wait=True)
 
 
 def create_engines(url: str) -> Engines:
     """Engines for ``url`` (see :func:`normalize_url`), configured for tickwork's workload."""
     parsed = normalize_url(url)
     if parsed.drivername == POSTGRES:
-        engine = create_async_engine(parsed, pool_size=10, max_overflow=10, pool_pre_ping=True)
-        return Engines(read=engine, write=engine, single_connection=False)
+        engine = create_engine(parsed, pool_size=PG_POOL_SIZE, max_overflow=0, pool_pre_ping=True)
+        threads = ThreadPoolExecutor(PG_POOL_SIZE, thread_name_prefix="tickwork-pg")
+        return Engines(read=engine, write=engine, readers=threads, writers=threads)
+    writers = ThreadPoolExecutor(1, thread_name_prefix="tickwork-sqlite-write")
     if is_memory(parsed):
+        # One shared connection: every operation, read or write, takes its turn on one thread.
         memory = _sqlite_engine(parsed, "BEGIN IMMEDIATE", poolclass=StaticPool)
-        return Engines(read=memory, write=memory, single_connection=True)
+        return Engines(read=memory, write=memory, readers=writers, writers=writers)
     write = _sqlite_engine(parsed, "BEGIN IMMEDIATE", pool_size=1, max_overflow=0)
-    read = _sqlite_engine(parsed, "BEGIN", pool_size=5, max_overflow=5)
-    return Engines(read=read, write=write, single_connection=False)
+    read = _sqlite_engine(parsed, "BEGIN", pool_size=SQLITE_READERS, max_overflow=0)
+    readers = ThreadPoolExecutor(SQLITE_READERS, thread_name_prefix="tickwork-sqlite-read")
+    return Engines(read=read, write=write, readers=readers, writers=writers)
 
 
-def _sqlite_engine(url: URL, begin: str, **kw: Any) -> AsyncEngine:
-    engine = create_async_engine(url, **kw)
+def _sqlite_engine(url: URL, begin: str, **kw: Any) -> Engine:
+    # Connections move between the threads of one executor, never used by two at once.
+    engine = create_engine(url, connect_args={"check_same_thread": False}, **kw)
 
-    @event.listens_for(engine.sync_engine, "connect")
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy (not the driver) decide when transactions begin: see _on_begin.
         dbapi_connection.isolation_level = None
@@ -99,7 +119,7 @@ def _sqlite_engine(url: URL, begin: str, **kw: Any) -> AsyncEngine:
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         conn.exec_driver_sql(begin)
 

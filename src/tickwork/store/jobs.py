@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from tickwork.core.errors import Conflict
 from tickwork.core.model import Job, NewRun, ScheduleKind, Task, TaskRun, TaskRunState
@@ -19,52 +19,52 @@ from tickwork.store.schema import jobs, task_runs, tasks
 LIVE = jobs.c.deleted_at.is_(None)
 
 
-async def create_jobs(conn: AsyncConnection, items: Sequence[tuple[Job, Sequence[NewRun]]]) -> None:
+def create_jobs(conn: Connection, items: Sequence[tuple[Job, Sequence[NewRun]]]) -> None:
     if not items:
         return
-    await _refuse_taken_names(conn, [job.name for job, _ in items])
-    await conn.execute(jobs.insert(), [job_to_row(job) for job, _ in items])
+    _refuse_taken_names(conn, [job.name for job, _ in items])
+    conn.execute(jobs.insert(), [job_to_row(job) for job, _ in items])
     task_rows = [task_to_row(job.id, i, t) for job, _ in items for i, t in enumerate(job.tasks)]
     if task_rows:
-        await conn.execute(tasks.insert(), task_rows)
-    await insert_runs(conn, [run for _, new_runs in items for run in new_runs])
+        conn.execute(tasks.insert(), task_rows)
+    insert_runs(conn, [run for _, new_runs in items for run in new_runs])
 
 
-async def _refuse_taken_names(conn: AsyncConnection, names: Sequence[str]) -> None:
+def _refuse_taken_names(conn: Connection, names: Sequence[str]) -> None:
     # The partial unique index is the real guard; checking first names the culprit.
     twice = [name for name, count in Counter(names).items() if count > 1]
     if twice:
         raise Conflict("name", f"the batch holds the job name {twice[0]!r} more than once")
     for chunk in chunked(names):
-        taken = await conn.scalar(sa.select(jobs.c.name).where(LIVE, jobs.c.name.in_(chunk)))
+        taken = conn.scalar(sa.select(jobs.c.name).where(LIVE, jobs.c.name.in_(chunk)))
         if taken is not None:
             raise Conflict("name", f"a job named {taken!r} already exists")
 
 
-async def get_job(conn: AsyncConnection, name: str) -> Job | None:
-    found = await _load_jobs(conn, sa.select(jobs).where(LIVE, jobs.c.name == name))
+def get_job(conn: Connection, name: str) -> Job | None:
+    found = _load_jobs(conn, sa.select(jobs).where(LIVE, jobs.c.name == name))
     return found[0] if found else None
 
 
-async def list_jobs(conn: AsyncConnection, limit: int, after: str | None) -> list[Job]:
+def list_jobs(conn: Connection, limit: int, after: str | None) -> list[Job]:
     query = sa.select(jobs).where(LIVE).order_by(jobs.c.name).limit(limit)
     if after is not None:
         query = query.where(jobs.c.name > after)
-    return await _load_jobs(conn, query)
+    return _load_jobs(conn, query)
 
 
-async def due_cron_jobs(conn: AsyncConnection, now: datetime, limit: int) -> list[Job]:
+def due_cron_jobs(conn: Connection, now: datetime, limit: int) -> list[Job]:
     query = (
         sa.select(jobs)
         .where(_CRON_ACTIVE, jobs.c.next_fire_at <= now)
         .order_by(jobs.c.next_fire_at, jobs.c.id)
         .limit(limit)
     )
-    return await _load_jobs(conn, query)
+    return _load_jobs(conn, query)
 
 
-async def next_fire_at(conn: AsyncConnection) -> datetime | None:
-    earliest: datetime | None = await conn.scalar(
+def next_fire_at(conn: Connection) -> datetime | None:
+    earliest: datetime | None = conn.scalar(
         sa.select(sa.func.min(jobs.c.next_fire_at)).where(_CRON_ACTIVE)
     )
     return earliest
@@ -75,13 +75,13 @@ _CRON_ACTIVE = sa.and_(
 )
 
 
-async def _load_jobs(conn: AsyncConnection, query: sa.Select[tuple[object, ...]]) -> list[Job]:
-    rows = (await conn.execute(query)).mappings().all()
+def _load_jobs(conn: Connection, query: sa.Select[tuple[object, ...]]) -> list[Job]:
+    rows = (conn.execute(query)).mappings().all()
     if not rows:
         return []
     by_job: dict[str, list[Task]] = defaultdict(list)
     for chunk in chunked([r["id"] for r in rows]):
-        task_rows = await conn.execute(
+        task_rows = conn.execute(
             sa.select(tasks).where(tasks.c.job_id.in_(chunk)).order_by(tasks.c.position)
         )
         for t in task_rows.mappings():
@@ -89,31 +89,31 @@ async def _load_jobs(conn: AsyncConnection, query: sa.Select[tuple[object, ...]]
     return [job_from_row(r, tuple(by_job[r["id"]])) for r in rows]
 
 
-async def set_paused(conn: AsyncConnection, job_id: str, paused: bool, now: datetime) -> bool:
-    result = await conn.execute(
+def set_paused(conn: Connection, job_id: str, paused: bool, now: datetime) -> bool:
+    result = conn.execute(
         sa.update(jobs).where(jobs.c.id == job_id, LIVE).values(paused=paused, updated_at=now)
     )
     return result.rowcount > 0
 
 
-async def delete_job(conn: AsyncConnection, job_id: str, now: datetime) -> list[TaskRun]:
-    result = await conn.execute(
+def delete_job(conn: Connection, job_id: str, now: datetime) -> list[TaskRun]:
+    result = conn.execute(
         sa.update(jobs).where(jobs.c.id == job_id, LIVE).values(deleted_at=now, updated_at=now)
     )
     if result.rowcount == 0:
         return []
-    return await cancel_task_runs(conn, task_runs.c.job_id == job_id, now)
+    return cancel_task_runs(conn, task_runs.c.job_id == job_id, now)
 
 
-async def materialize(
-    conn: AsyncConnection,
+def materialize(
+    conn: Connection,
     job_id: str,
     expected_next: datetime,
     new_next: datetime | None,
     new_runs: Sequence[NewRun],
 ) -> list[TaskRun]:
     last_fire = max((n.run.logical_date for n in new_runs), default=None)
-    result = await conn.execute(
+    result = conn.execute(
         sa.update(jobs)
         .where(jobs.c.id == job_id, LIVE, jobs.c.next_fire_at == expected_next)
         .values(
@@ -124,5 +124,5 @@ async def materialize(
     if result.rowcount == 0:
         # Another scheduler advanced this job first (or it was deleted): nothing to do.
         return []
-    inserted = await insert_new_runs(conn, new_runs)
+    inserted = insert_new_runs(conn, new_runs)
     return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]

@@ -1,4 +1,4 @@
-"""Schema migrations: Alembic ``upgrade head`` run in code over an async engine."""
+"""Schema migrations: Alembic ``upgrade head`` run in code (no alembic.ini)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.engine import Connection, Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: Serializes concurrent ``migrate()`` calls (several schedulers starting) on PostgreSQL.
@@ -37,7 +36,12 @@ def _upgrade(connection: Connection) -> None:
     command.upgrade(alembic_config(connection), "head")
 
 
-async def upgrade_head(engine: AsyncEngine) -> None:
+def upgrade_head(engine: Engine) -> None:
     """Bring the database behind ``engine`` to the newest revision; a no-op when it is there."""
-    async with engine.begin() as conn:
-        await conn.run_sync(_upgrade)
+    with engine.begin() as conn:
+        upgrade_head_on(conn)
+
+
+def upgrade_head_on(connection: Connection) -> None:
+    """Upgrade inside the caller's open transaction."""
+    _upgrade(connection)

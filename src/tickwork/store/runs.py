@@ -11,8 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.core.errors import NotFound, ValidationError
 from tickwork.core.model import NewRun, RunDetail, RunState, TaskRun, TaskRunState
@@ -34,39 +33,39 @@ RUN_AT_REST = frozenset({RunState.SCHEDULED, RunState.QUEUED})
 DEAD = "dead"
 
 
-async def insert_runs(conn: AsyncConnection, new_runs: Sequence[NewRun]) -> None:
+def insert_runs(conn: Connection, new_runs: Sequence[NewRun]) -> None:
     """Insert runs and their task runs; a duplicate (job, logical date) raises IntegrityError."""
     if not new_runs:
         return
-    await conn.execute(runs.insert(), [run_to_row(n.run) for n in new_runs])
-    await _insert_task_runs(conn, [tr for n in new_runs for tr in n.task_runs])
+    conn.execute(runs.insert(), [run_to_row(n.run) for n in new_runs])
+    _insert_task_runs(conn, [tr for n in new_runs for tr in n.task_runs])
 
 
-async def insert_new_runs(conn: AsyncConnection, new_runs: Sequence[NewRun]) -> list[TaskRun]:
+def insert_new_runs(conn: Connection, new_runs: Sequence[NewRun]) -> list[TaskRun]:
     """Insert the runs whose (job, logical date) is free; returns the task runs inserted."""
     if not new_runs:
         return []
     stmt = insert_ignoring_duplicates(conn, runs, ["job_id", "logical_date"])
-    result = await conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
+    result = conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
     inserted = set(result.scalars().all())
     fresh = [tr for n in new_runs if n.run.id in inserted for tr in n.task_runs]
-    await _insert_task_runs(conn, fresh)
+    _insert_task_runs(conn, fresh)
     return fresh
 
 
-async def _insert_task_runs(conn: AsyncConnection, items: Sequence[TaskRun]) -> None:
+def _insert_task_runs(conn: Connection, items: Sequence[TaskRun]) -> None:
     if items:
-        await conn.execute(task_runs.insert(), [task_run_to_row(tr) for tr in items])
+        conn.execute(task_runs.insert(), [task_run_to_row(tr) for tr in items])
 
 
-async def get_run(conn: AsyncConnection, run_id: str) -> RunDetail | None:
-    row = (await conn.execute(sa.select(runs).where(runs.c.id == run_id))).mappings().first()
+def get_run(conn: Connection, run_id: str) -> RunDetail | None:
+    row = (conn.execute(sa.select(runs).where(runs.c.id == run_id))).mappings().first()
     if row is None:
         return None
-    trs = await conn.execute(
+    trs = conn.execute(
         sa.select(task_runs).where(task_runs.c.run_id == run_id).order_by(task_runs.c.id)
     )
-    history = await conn.execute(
+    history = conn.execute(
         sa.select(attempts)
         .join(task_runs, task_runs.c.id == attempts.c.task_run_id)
         .where(task_runs.c.run_id == run_id)
@@ -79,8 +78,8 @@ async def get_run(conn: AsyncConnection, run_id: str) -> RunDetail | None:
     )
 
 
-async def list_runs(
-    conn: AsyncConnection, job_id: str | None, state: str | None, limit: int, cursor: str | None
+def list_runs(
+    conn: Connection, job_id: str | None, state: str | None, limit: int, cursor: str | None
 ) -> RunPage:
     query = sa.select(runs).order_by(runs.c.logical_date.desc(), runs.c.id.desc())
     if job_id is not None:
@@ -95,7 +94,7 @@ async def list_runs(
                 sa.and_(runs.c.logical_date == logical_date, runs.c.id < run_id),
             )
         )
-    rows = (await conn.execute(query.limit(limit + 1))).mappings().all()
+    rows = (conn.execute(query.limit(limit + 1))).mappings().all()
     page = [run_from_row(r) for r in rows[:limit]]
     more = len(rows) > limit and bool(page)
     return RunPage(runs=page, next_cursor=encode_cursor(page[-1]) if more else None)
@@ -130,36 +129,36 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
     return logical_date, run_id
 
 
-async def cancel_task_runs(
-    conn: AsyncConnection, where: sa.ColumnElement[bool], now: datetime
+def cancel_task_runs(
+    conn: Connection, where: sa.ColumnElement[bool], now: datetime
 ) -> list[TaskRun]:
     """Cancel matching unfinished task runs; returns the running ones (now cancel_requested)."""
-    at_rest = await conn.execute(
+    at_rest = conn.execute(
         sa.update(task_runs)
         .where(where, task_runs.c.state.in_([s.value for s in CANCELLABLE_AT_REST]))
         .values(state=TaskRunState.CANCELLED.value, finished_at=now)
         .returning(task_runs.c.run_id)
     )
     changed = set(at_rest.scalars().all())
-    running = await conn.execute(
+    running = conn.execute(
         sa.update(task_runs)
         .where(where, task_runs.c.state == TaskRunState.RUNNING.value)
         .values(cancel_requested=True)
         .returning(*task_runs.c)
     )
     requested = [task_run_from_row(r) for r in running.mappings()]
-    await refresh_runs(conn, changed, now)
+    refresh_runs(conn, changed, now)
     return requested
 
 
-async def cancel_run(conn: AsyncConnection, run_id: str, now: datetime) -> list[TaskRun]:
-    await _require_run(conn, run_id)
-    return await cancel_task_runs(conn, task_runs.c.run_id == run_id, now)
+def cancel_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
+    _require_run(conn, run_id)
+    return cancel_task_runs(conn, task_runs.c.run_id == run_id, now)
 
 
-async def retry_run(conn: AsyncConnection, run_id: str, now: datetime) -> list[TaskRun]:
-    await _require_run(conn, run_id)
-    result = await conn.execute(
+def retry_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
+    _require_run(conn, run_id)
+    result = conn.execute(
         sa.select(task_runs)
         .where(
             task_runs.c.run_id == run_id,
@@ -171,8 +170,8 @@ async def retry_run(conn: AsyncConnection, run_id: str, now: datetime) -> list[T
     retried = [_one_more_attempt(task_run_from_row(r), now) for r in result.mappings()]
     if not retried:
         return []
-    await conn.execute(_RETRY_UPDATE, [_retry_params(tr) for tr in retried])
-    await refresh_runs(conn, [run_id], now)
+    conn.execute(_RETRY_UPDATE, [_retry_params(tr) for tr in retried])
+    refresh_runs(conn, [run_id], now)
     return retried
 
 
@@ -226,8 +225,8 @@ def _retry_params(tr: TaskRun) -> dict[str, Any]:
     }
 
 
-async def _require_run(conn: AsyncConnection, run_id: str) -> None:
-    found = await conn.scalar(sa.select(runs.c.id).where(runs.c.id == run_id))
+def _require_run(conn: Connection, run_id: str) -> None:
+    found = conn.scalar(sa.select(runs.c.id).where(runs.c.id == run_id))
     if found is None:
         raise NotFound("run", run_id)
 
@@ -235,10 +234,10 @@ async def _require_run(conn: AsyncConnection, run_id: str) -> None:
 # -- derived run state -----------------------------------------------------------------
 
 
-async def refresh_runs(conn: AsyncConnection, run_ids: Iterable[str], now: datetime) -> None:
+def refresh_runs(conn: Connection, run_ids: Iterable[str], now: datetime) -> None:
     """Set each run's state, started_at and finished_at from its task runs (batched)."""
     for chunk in chunked(sorted(set(run_ids))):
-        children = await conn.execute(
+        children = conn.execute(
             sa.select(
                 task_runs.c.run_id,
                 task_runs.c.state,
@@ -249,14 +248,14 @@ async def refresh_runs(conn: AsyncConnection, run_ids: Iterable[str], now: datet
         by_run: dict[str, list[RowMapping]] = defaultdict(list)
         for child in children.mappings():
             by_run[child["run_id"]].append(child)
-        parents = await conn.execute(sa.select(runs).where(runs.c.id.in_(chunk)))
+        parents = conn.execute(sa.select(runs).where(runs.c.id.in_(chunk)))
         changes = [
             change
             for parent in parents.mappings()
             if (change := _derived(parent, by_run[parent["id"]], now)) is not None
         ]
         if changes:
-            await conn.execute(_RUN_UPDATE, changes)
+            conn.execute(_RUN_UPDATE, changes)
 
 
 _RUN_UPDATE = (

@@ -23,6 +23,13 @@ class PoolConfig:
     worker_id: str
     queues: tuple[str, ...] = ("default",)
     concurrency: int = 4  # task runs executing at once
+    # Task runs claimed ahead of a free slot, so claims go out in batches even when few
+    # slots are free. How many adapts to how long tasks take: a task claimed ahead should
+    # wait at most about ``prefetch_wait`` seconds for a slot (no prefetch for long tasks,
+    # where an idle worker elsewhere should take them instead). The attempt's recorded
+    # start is when it really starts, not the claim.
+    prefetch_wait: float = 0.05
+    max_prefetch: int = 256
     heartbeat_interval: float = 0.5  # also bounds how fast a cancel request is noticed
     consume_timeout: float = 0.5
 
@@ -50,7 +57,7 @@ class WorkerPool:
         *,
         clock: Callable[[], datetime],
         rand: Callable[[], float],
-        on_complete: Callable[[], None] = lambda: None,
+        on_complete: Callable[[Sequence[Outcome]], None] = lambda _: None,
     ) -> None:
         self._store = store
         self._broker = broker
@@ -61,6 +68,8 @@ class WorkerPool:
         self._on_complete = on_complete
         self._active: dict[str, _Active] = {}
         self._slots = asyncio.Semaphore(config.concurrency)
+        self._room = asyncio.Event()  # set when a held task run finishes
+        self._avg_duration = 0.05  # seconds; moving average of recent attempts
         self._draining = asyncio.Event()
         self._logs: Batcher[LogChunk] = Batcher(self._write_logs)
         self._outcomes: Batcher[Outcome] = Batcher(self._write_outcomes)
@@ -103,28 +112,42 @@ class WorkerPool:
             if deliveries and not self._draining.is_set():
                 await self._claim_and_start(deliveries)
 
+    def _capacity(self) -> int:
+        wait, avg = self._config.prefetch_wait, max(self._avg_duration, 1e-4)
+        prefetch = min(int(self._config.concurrency * wait / avg), self._config.max_prefetch)
+        return self._config.concurrency + prefetch
+
     async def _wait_for_slots(self) -> int:
-        await self._slots.acquire()
-        self._slots.release()
-        return self._config.concurrency - len(self._active)
+        while (free := self._capacity() - len(self._active)) <= 0:
+            self._room.clear()
+            await self._room.wait()
+        return free
 
     async def _claim_and_start(self, deliveries: Sequence[Delivery]) -> None:
         keys = [(d.task_run_id, d.attempt) for d in deliveries]
         claimed = await self._store.claim(keys, self._config.worker_id, self._clock())
         for task_run in claimed:
-            await self._slots.acquire()
             active = _Active(task_run, asyncio.Event())
             self._active[task_run.id] = active
             active.task = asyncio.create_task(self._execute(active), name=f"task:{task_run.id}")
 
     # -- executing ---------------------------------------------------------------------
     async def _execute(self, active: _Active) -> None:
+        async with self._slots:
+            await self._execute_in_slot(active)
+
+    async def _execute_in_slot(self, active: _Active) -> None:
         task_run = active.task_run
         started = self._clock()
         sink = TaskLog(task_run, self._logs.put, self._clock)
         try:
-            result = await self._run_one(task_run, sink, active.cancel)
+            if active.cancel.is_set():  # cancelled or drained while waiting for a slot
+                result = RunResult(ok=False, cancelled=True)
+            else:
+                result = await self._run_one(task_run, sink, active.cancel)
             outcome = self._outcome(active.task_run, result, started)
+            elapsed = (outcome.finished_at - started).total_seconds()
+            self._avg_duration = 0.9 * self._avg_duration + 0.1 * elapsed
             if outcome.error:
                 sink.write(
                     "system", f"attempt {task_run.attempt}: {outcome.state}: {outcome.error}\n"
@@ -134,7 +157,7 @@ class WorkerPool:
             self._outcomes.put_nowait(outcome)
         finally:
             del self._active[task_run.id]
-            self._slots.release()
+            self._room.set()
 
     async def _run_one(self, task_run: TaskRun, sink: TaskLog, cancel: asyncio.Event) -> RunResult:
         runner = self._runners.get(task_run.kind)
@@ -205,4 +228,4 @@ class WorkerPool:
 
     async def _write_outcomes(self, outcomes: Sequence[Outcome]) -> None:
         await self._store.complete(outcomes)
-        self._on_complete()
+        self._on_complete(outcomes)

@@ -1,6 +1,6 @@
 """Alembic environment, driven in code by ``tickwork.store.migrate`` (no alembic.ini).
 
-The caller passes an open synchronous connection (from ``AsyncConnection.run_sync``) in
+The caller passes an open connection in
 ``config.attributes["connection"]``; migrations run inside its transaction.
 """
 
