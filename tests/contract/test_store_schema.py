@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy.engine import Connection
 from sqlalchemy import create_engine
+from sqlalchemy.engine import Connection
 
 from tests.contract.factory import make_job, make_run
 from tickwork.core.errors import Conflict, ValidationError
