@@ -14,10 +14,10 @@ from tickwork.ids import new_id
 T = TypeVar("T")
 
 
-def utc(
-    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, us: int = 0
-) -> datetime:
-    return datetime(year, month, day, hour, minute, second, us, tzinfo=UTC)
+def utc(year: int, month: int, day: int, *hms: int) -> datetime:
+    """An aware UTC datetime: ``utc(2026, 3, 2, 10, 5)``; up to hour, minute, second, µs."""
+    hour, minute, second, micro = (*hms, 0, 0, 0, 0)[:4]
+    return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
 
 
 class FakeClock:
