@@ -102,3 +102,8 @@ def _append(cli: Cli, task_run_id: str, chunks: list[tuple[str, str]]) -> None:
         for seq, (stream, data) in enumerate(chunks)
     ]
     cli.portal.call(cli.store.append_logs, records)
+
+
+def test_empty_lists_say_so(cli: Cli) -> None:
+    assert cli.ok("run", "list").stdout.strip() == "no runs"
+    assert cli.ok("job", "list").stdout.strip() == "no jobs"

@@ -17,7 +17,7 @@ from tickwork.cli.common import (
 )
 from tickwork.cli.job_input import JobFlags, job_input
 from tickwork.cli.output import emit, print_fields, print_json, print_table, when
-from tickwork.sdk import ScheduleInfo, TaskInfo
+from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
 
@@ -153,7 +153,7 @@ def list_jobs(
          j["paused"], when(j["next_fire_at"]))
         for j in page["jobs"]
     ]  # fmt: skip
-    print_table(("name", "schedule", "task", "paused", "next fire"), rows)
+    print_table(("name", "schedule", "task", "paused", "next fire"), rows, empty="no jobs")
 
 
 @app.command("show")
@@ -166,23 +166,23 @@ def show(
     """Show one job."""
     with connect(ctx, url) as client:
         job = client.get_job(name)
+        fires = client.upcoming(name, 3)["fires"] if output is Output.TABLE else []
     if output is output.JSON:
         print_json(job)
         return
-    retry = job["retry"]
     print_fields(
         {
             "name": job["name"],
             "id": job["id"],
             "schedule": describe_schedule(job["schedule"]),
             "task": _describe_tasks(job["tasks"]),
-            "retry": f"{retry['max_attempts']} attempts, first delay {retry['initial_delay']}s",
+            "retry": _describe_retry(job["retry"]),
             "timeout": f"{job['timeout']}s" if job["timeout"] is not None else None,
             "queue": job["queue"],
             "priority": job["priority"],
             "catchup": job["catchup"],
             "paused": job["paused"],
-            "next fire": when(job["next_fire_at"]),
+            "upcoming": [when(f["local"]) for f in fires],
             "last fire": when(job["last_fire_at"]),
             "tags": job["tags"],
             "created": when(job["created_at"]),
@@ -243,6 +243,13 @@ def describe_schedule(s: ScheduleInfo) -> str:
     if s["kind"] == "cron":
         return f"cron {s['cron']} ({s['timezone']})"
     return s["kind"]
+
+
+def _describe_retry(retry: RetryInfo) -> str:
+    attempts = retry["max_attempts"]
+    if attempts == 1:
+        return "no retries (1 attempt)"
+    return f"{attempts} attempts, first retry after {retry['initial_delay']}s"
 
 
 def _describe_tasks(tasks: list[TaskInfo]) -> str:

@@ -35,8 +35,14 @@ def emit(output: str, data: Any, line: str) -> None:
         print_line(line)
 
 
-def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title: str = "") -> None:
-    """A table; the first column (an id or a name) never wraps."""
+def print_table(
+    columns: Sequence[str], rows: Iterable[Sequence[object]], title: str = "", empty: str = ""
+) -> None:
+    """A table; the first column (an id or a name) never wraps. ``empty``: said for no rows."""
+    rows = list(rows)
+    if not rows and empty:
+        print_line(empty)
+        return
     table = Table(title=title or None, title_justify="left", show_edge=False, pad_edge=False)
     for i, name in enumerate(columns):
         table.add_column(name, no_wrap=i == 0, overflow="fold")

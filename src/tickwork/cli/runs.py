@@ -47,7 +47,8 @@ def list_runs(
          when(r["started_at"]), when(r["finished_at"]))
         for r in page["runs"]
     ]  # fmt: skip
-    print_table(("id", "job", "logical date", "state", "trigger", "started", "finished"), rows)
+    columns = ("id", "job", "logical date", "state", "trigger", "started", "finished")
+    print_table(columns, rows, empty="no runs")
 
 
 @app.command("show")
