@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tickwork.core.model import RunState, TaskRunState
 from tickwork.core.states import (
@@ -115,3 +117,11 @@ def test_derive_run_state_follows_the_task_runs(
 
 def test_derive_run_state_accepts_any_iterable_once() -> None:
     assert derive_run_state(iter([S.SUCCESS, S.FAILED])) is RunState.FAILED
+
+
+@given(st.sets(st.sampled_from(TaskRunState)))
+def test_a_run_with_a_running_task_run_is_running_whatever_the_others(
+    others: set[TaskRunState],
+) -> None:
+    # The store's claim relies on this to mark runs running without reading siblings.
+    assert derive_run_state([TaskRunState.RUNNING, *others]) is RunState.RUNNING

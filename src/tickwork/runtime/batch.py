@@ -40,6 +40,9 @@ class Batcher(Generic[T]):
         self._ready.set()
         self._idle.clear()
 
+    def pending(self) -> int:
+        return len(self._items)
+
     async def wait_idle(self) -> None:
         """Wait until everything queued so far has been written."""
         await self._idle.wait()

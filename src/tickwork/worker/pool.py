@@ -17,6 +17,8 @@ from tickwork.worker.logs import TaskLog
 
 log = logging.getLogger("tickwork.worker")
 
+DRAIN_WRITE_TIMEOUT = 10.0  # seconds drain waits for buffered logs and outcomes to be stored
+
 
 @dataclass(frozen=True, slots=True)
 class PoolConfig:
@@ -99,8 +101,13 @@ class WorkerPool:
                 active.cancel.set()
             if pending:
                 await asyncio.wait(pending, timeout=2.0)
-        await self._logs.wait_idle()
-        await self._outcomes.wait_idle()
+        # Bounded: if a batch can no longer be written (the store is gone), the caller's
+        # shutdown must still finish; what was not written is recovered as orphans later.
+        for batcher in (self._logs, self._outcomes):
+            try:
+                await asyncio.wait_for(batcher.wait_idle(), DRAIN_WRITE_TIMEOUT)
+            except TimeoutError:
+                log.error("drain: %d unwritten item(s) left behind", batcher.pending())
 
     # -- fetching and claiming ---------------------------------------------------------
     async def _fetch_loop(self) -> None:
