@@ -27,8 +27,16 @@ def chunked(items: Sequence[T], size: int = KEYS_PER_STATEMENT) -> Iterator[Sequ
 
 
 def key_in(keys: Sequence[TaskKey]) -> sa.ColumnElement[bool]:
-    """``(task_runs.id, task_runs.attempt) IN (…)`` for a chunk of keys."""
-    return sa.tuple_(task_runs.c.id, task_runs.c.attempt).in_(list(keys))
+    """``id IN (…) AND (id, attempt) IN (…)`` for a chunk of keys.
+
+    The plain ``id IN`` is there for the planner: SQLite does not use the primary key for a
+    row-value ``IN`` and would instead scan every task run in the filtered state (all the
+    queued ones, on a claim), making each batch cost O(backlog).
+    """
+    return sa.and_(
+        task_runs.c.id.in_([task_run_id for task_run_id, _ in keys]),
+        sa.tuple_(task_runs.c.id, task_runs.c.attempt).in_(list(keys)),
+    )
 
 
 def param(column: sa.Column[Any]) -> sa.BindParameter[Any]:

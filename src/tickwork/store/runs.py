@@ -248,7 +248,11 @@ def refresh_runs(conn: Connection, run_ids: Iterable[str], now: datetime) -> Non
         by_run: dict[str, list[RowMapping]] = defaultdict(list)
         for child in children.mappings():
             by_run[child["run_id"]].append(child)
-        parents = conn.execute(sa.select(runs).where(runs.c.id.in_(chunk)))
+        parents = conn.execute(
+            sa.select(runs.c.id, runs.c.state, runs.c.started_at, runs.c.finished_at).where(
+                runs.c.id.in_(chunk)
+            )
+        )
         changes = [
             change
             for parent in parents.mappings()
