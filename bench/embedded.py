@@ -4,7 +4,8 @@ Starts a real `tickwork up` process on a free port with a fresh data dir, submit
 the public API, and reads the outcome from the run history tickwork itself recorded:
 
   W1  throughput: N no-op python `now` jobs submitted in batches; jobs/s from the first
-      request until the last task run succeeded.
+      request until the last task run succeeded. Once with a plain function (run on a
+      worker thread) and once with an `async def` (run on the event loop).
   W2  immediate start latency at a steady rate: one `POST /jobs` per job; start latency =
       task run started_at - run created_at (both stamped by the server).
   W3  `at` lateness: jobs due at distinct instants a few seconds ahead; lateness =
@@ -37,7 +38,8 @@ from typing import Any
 
 import httpx2
 
-NOOP = {"kind": "python", "target": "tickwork.examples:noop"}
+NOOP = {"kind": "python", "target": "tickwork.examples:noop"}  # a plain (sync) function
+ANOOP = {"kind": "python", "target": "tickwork.examples:anoop"}  # an async def
 
 
 def free_port() -> int:
@@ -82,8 +84,8 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit("tickwork up did not become healthy within 30 s")
 
 
-def job(name: str, schedule: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "schedule": schedule, "task": NOOP}
+def job(name: str, schedule: dict[str, Any], task: dict[str, Any] = NOOP) -> dict[str, Any]:
+    return {"name": name, "schedule": schedule, "task": task}
 
 
 def post_batch(client: httpx2.Client, jobs: list[dict[str, Any]]) -> None:
@@ -142,16 +144,18 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def w1_throughput(url: str, db: Path, n: int, batch: int = 500) -> dict[str, float]:
+def w1_throughput(
+    url: str, db: Path, n: int, task: dict[str, Any], prefix: str, *, batch: int = 500
+) -> dict[str, float]:
     chunks = [
-        [job(f"w1-{i}", {"kind": "now"}) for i in range(s, min(s + batch, n))]
+        [job(f"{prefix}{i}", {"kind": "now"}, task) for i in range(s, min(s + batch, n))]
         for s in range(0, n, batch)
     ]
     with httpx2.Client(base_url=url) as client, ThreadPoolExecutor(2) as pool:
         t0 = time.monotonic()
         list(pool.map(lambda c: post_batch(client, c), chunks))
         submitted = time.monotonic()
-        done = wait_done(db, "w1-", n, timeout=300)
+        done = wait_done(db, prefix, n, timeout=300)
     return {
         "jobs": n,
         "submit_s": round(submitted - t0, 3),
@@ -206,7 +210,8 @@ def main() -> None:
     args = parser.parse_args()
     results: dict[str, Any] = {"workers": args.workers, "cpus": os.cpu_count()}
     with tickwork_up(args.workers) as (url, db):
-        results["W1 throughput"] = w1_throughput(url, db, args.jobs)
+        results["W1 throughput, sync no-op"] = w1_throughput(url, db, args.jobs, NOOP, "w1s-")
+        results["W1 throughput, async no-op"] = w1_throughput(url, db, args.jobs, ANOOP, "w1a-")
         results["W2 immediate start latency"] = w2_latency(url, db, args.rate, 5.0)
         results["W3 at lateness"] = w3_at_lateness(url, db, 500)
         if not args.skip_cron:
