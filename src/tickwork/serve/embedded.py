@@ -188,4 +188,5 @@ def run_embedded(settings: EmbeddedSettings) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration is noise
     asyncio.run(serve_embedded(settings))
