@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
 from tickwork.core.model import (
@@ -33,7 +34,117 @@ class RunPage:
     next_cursor: str | None
 
 
-class Store(Protocol):
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which live jobs ``list_jobs`` returns. ``None`` means "any"."""
+
+    name_prefix: str | None = None
+    tag: str | None = None
+    paused: bool | None = None
+    schedule_kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """Bounds for ``list_runs``: ``*_from`` inclusive, ``*_to`` exclusive; ``None``: open."""
+
+    logical_from: datetime | None = None
+    logical_to: datetime | None = None
+    started_from: datetime | None = None
+    started_to: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPage:
+    """Dead-lettered (``failed``) task runs, newest first; ``next_cursor`` for the next page."""
+
+    task_runs: list[TaskRun]
+    next_cursor: str | None
+
+
+class Scope(StrEnum):
+    """What an API token may do. Each scope includes the ones before it."""
+
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+    def allows(self, needed: Scope) -> bool:
+        order = list(Scope)
+        return order.index(self) >= order.index(needed)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiToken:
+    """A bearer token as stored: only the SHA-256 of its secret, never the secret."""
+
+    id: str
+    name: str
+    scope: Scope
+    secret_hash: str
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyRecord:
+    """A remembered ``Idempotency-Key``. ``status`` is None while its request is in flight."""
+
+    request_hash: str
+    status: int | None
+    body: str | None
+
+
+class TokenStore(Protocol):
+    """API tokens. Names are unique among tokens that are not revoked."""
+
+    async def create_token(self, token: ApiToken) -> None:
+        """Insert a token; ``Conflict("name", ...)`` if a live token has its name."""
+
+    async def get_token(self, token_id: str) -> ApiToken | None:
+        """The token with this id, revoked or not."""
+
+    async def list_tokens(self) -> list[ApiToken]:
+        """Every token, revoked ones included, oldest first."""
+
+    async def revoke_token(self, id_or_name: str, now: datetime) -> ApiToken | None:
+        """Revoke the live token with this id or name; None if there is none."""
+
+    async def touch_token(self, token_id: str, now: datetime) -> None:
+        """Record that the token was used at ``now``."""
+
+
+class IdempotencyStore(Protocol):
+    """``Idempotency-Key`` records, per token. The (token, key) pair is the lock."""
+
+    async def claim_key(
+        self, token_id: str, key: str, request_hash: str, now: datetime, expires_at: datetime
+    ) -> IdempotencyRecord | None:
+        """Insert the key as in flight and return None; or return the live record that holds
+        it already (an expired one is replaced). Atomic: of two concurrent claims, one wins."""
+
+    async def finish_key(self, token_id: str, key: str, status: int, body: str) -> None:
+        """Store the response of the request that claimed the key."""
+
+    async def release_key(self, token_id: str, key: str) -> None:
+        """Forget an in-flight key whose request failed (it changed nothing)."""
+
+    async def purge_keys(self, now: datetime) -> int:
+        """Delete keys that expired at or before ``now``; returns how many."""
+
+
+@dataclass(frozen=True, slots=True)
+class Materialization:
+    """The runs of one job's due cron fires and where its schedule goes next."""
+
+    job_id: str
+    expected_next: datetime
+    new_next: datetime | None
+    runs: Sequence[NewRun]
+
+
+class Store(TokenStore, IdempotencyStore, Protocol):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth."""
 
     async def migrate(self) -> None:
@@ -52,8 +163,26 @@ class Store(Protocol):
     async def get_job(self, name: str) -> Job | None:
         """The live (not deleted) job with this name."""
 
-    async def list_jobs(self, *, limit: int = 100, after: str | None = None) -> list[Job]:
-        """Live jobs ordered by name, starting after the name ``after``."""
+    async def list_jobs(
+        self, *, limit: int = 100, after: str | None = None, where: JobFilter | None = None
+    ) -> list[Job]:
+        """Live jobs matching ``where``, ordered by name, starting after the name ``after``."""
+
+    async def update_job(
+        self,
+        job: Job,
+        expected_updated_at: datetime,
+        reschedule: bool,
+        runs: Sequence[NewRun] = (),
+    ) -> bool:
+        """Replace a live job's definition (row and tasks) and insert ``runs``, atomically.
+
+        Conditional on ``updated_at`` still being ``expected_updated_at`` (else nothing is
+        written and False returned). ``paused``, ``created_at`` and ``last_fire_at`` are kept
+        as stored; ``next_fire_at`` is written only when ``reschedule``. A run whose (job,
+        logical date) exists is skipped. Runs already created are not touched: they carry a
+        copy of their tasks.
+        """
 
     async def set_paused(self, job_id: str, paused: bool, now: datetime) -> bool:
         """Pause or resume a live job; False if it does not exist."""
@@ -85,6 +214,13 @@ class Store(Protocol):
         ``runs``. Returns the inserted task runs whose state is ``queued``, for publishing.
         """
 
+    async def materialize_many(self, items: Sequence[Materialization]) -> list[TaskRun]:
+        """``materialize`` for many jobs in one transaction; each item stays conditional.
+
+        The scheduler uses this so that many jobs firing at the same instant cost one
+        transaction, not one each.
+        """
+
     # -- runs --------------------------------------------------------------------------
     async def create_runs(self, runs: Sequence[NewRun]) -> None:
         """Insert runs with their task runs (a manual trigger).
@@ -102,12 +238,18 @@ class Store(Protocol):
         state: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        window: TimeWindow | None = None,
     ) -> RunPage:
         """Runs newest first (by logical date, then id), keyset-paginated by ``cursor``.
 
         ``state`` is a RunState value, or ``"dead"``: runs holding a dead-lettered
-        (``failed``) task run.
+        (``failed``) task run. ``window`` bounds the logical date and the start time.
         """
+
+    async def dead_letters(
+        self, *, job_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> DeadLetterPage:
+        """Task runs that failed their last attempt, newest ``finished_at`` first."""
 
     async def cancel_run(self, run_id: str, now: datetime) -> list[TaskRun]:
         """Cancel every unfinished task run of a run.

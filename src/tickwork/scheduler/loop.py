@@ -17,7 +17,7 @@ from tickwork.core.model import Job, NewRun, TaskRun, TaskRunState
 from tickwork.core.retry import failure_outcome
 from tickwork.core.runs import new_run, skipped_run
 from tickwork.core.schedule import plan_fires
-from tickwork.ports import Broker, Delivery, Store
+from tickwork.ports import Broker, Delivery, Materialization, Store
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -82,8 +82,10 @@ class Scheduler:
     async def materialize_due(self, now: datetime) -> int:
         """Create the runs of every cron fire due by ``now``; returns how many jobs were due."""
         jobs = await self._store.due_cron_jobs(now, self._config.batch)
-        for job in jobs:
-            await self._materialize(job, now)
+        if jobs:
+            plans = [self._plan(job, now) for job in jobs]
+            queued = await self._store.materialize_many(plans)
+            await self._broker.publish(deliveries(queued))
         return len(jobs)
 
     async def dispatch_due(self, now: datetime) -> int:
@@ -123,7 +125,7 @@ class Scheduler:
         await self._broker.publish(deliveries(lost))
         return len(lost)
 
-    async def _materialize(self, job: Job, now: datetime) -> None:
+    def _plan(self, job: Job, now: datetime) -> Materialization:
         assert job.next_fire_at is not None  # due_cron_jobs only returns jobs with one
         plan = plan_fires(job, now, max_runs=self._config.batch)
         runs: list[NewRun] = [
@@ -140,8 +142,7 @@ class Scheduler:
         runs += [skipped_run(job, f, now=now, make_id=self._make_id) for f in plan.skipped]
         if plan.dropped:
             log.warning("job %s: %d missed fires not recorded (too many)", job.name, plan.dropped)
-        queued = await self._store.materialize(job.id, job.next_fire_at, plan.new_next, runs)
-        await self._broker.publish(deliveries(queued))
+        return Materialization(job.id, job.next_fire_at, plan.new_next, runs)
 
     def _housekeeping_due(self, now: datetime) -> bool:
         last = self._last_housekeeping

@@ -16,13 +16,22 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskRun
-from tickwork.ports import RunPage, TaskKey
+from tickwork.ports import (
+    DeadLetterPage,
+    JobFilter,
+    Materialization,
+    RunPage,
+    TaskKey,
+    TimeWindow,
+)
 from tickwork.store import dispatch, jobs, logs
 from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
+from tickwork.store.idempotency import SqlIdempotencyMethods
 from tickwork.store.migrate import upgrade_head_on
 from tickwork.store.schema import TABLES_CHILDREN_FIRST
+from tickwork.store.tokens import SqlTokenMethods
 
 T = TypeVar("T")
 
@@ -35,7 +44,7 @@ async def open_store(url: str) -> SqlStore:
     return SqlStore(create_engines(url))
 
 
-class SqlStore:
+class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
     Writes run in one transaction each; reads see one snapshot. Unique violations become
@@ -81,8 +90,21 @@ class SqlStore:
     async def get_job(self, name: str) -> Job | None:
         return await self._read(lambda conn: jobs.get_job(conn, name))
 
-    async def list_jobs(self, *, limit: int = 100, after: str | None = None) -> list[Job]:
-        return await self._read(lambda conn: jobs.list_jobs(conn, limit, after))
+    async def list_jobs(
+        self, *, limit: int = 100, after: str | None = None, where: JobFilter | None = None
+    ) -> list[Job]:
+        return await self._read(lambda conn: jobs.list_jobs(conn, limit, after, where))
+
+    async def update_job(
+        self,
+        job: Job,
+        expected_updated_at: datetime,
+        reschedule: bool,
+        runs: Sequence[NewRun] = (),
+    ) -> bool:
+        return await self._write(
+            lambda conn: jobs.update_job(conn, job, expected_updated_at, reschedule, runs)
+        )
 
     async def set_paused(self, job_id: str, paused: bool, now: datetime) -> bool:
         return await self._write(lambda conn: jobs.set_paused(conn, job_id, paused, now))
@@ -107,6 +129,18 @@ class SqlStore:
             lambda conn: jobs.materialize(conn, job_id, expected_next, new_next, runs)
         )
 
+    async def materialize_many(self, items: Sequence[Materialization]) -> list[TaskRun]:
+        def work(conn: Connection) -> list[TaskRun]:
+            return [
+                task_run
+                for item in items
+                for task_run in jobs.materialize(
+                    conn, item.job_id, item.expected_next, item.new_next, item.runs
+                )
+            ]
+
+        return await self._write(work)
+
     # -- runs ------------------------------------------------------------------------------
     async def create_runs(self, runs: Sequence[NewRun]) -> None:
         await self._write(lambda conn: run_queries.insert_runs(conn, runs))
@@ -121,10 +155,16 @@ class SqlStore:
         state: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        window: TimeWindow | None = None,
     ) -> RunPage:
         return await self._read(
-            lambda conn: run_queries.list_runs(conn, job_id, state, limit, cursor)
+            lambda conn: run_queries.list_runs(conn, job_id, state, limit, cursor, window=window)
         )
+
+    async def dead_letters(
+        self, *, job_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> DeadLetterPage:
+        return await self._read(lambda conn: run_queries.dead_letters(conn, job_id, limit, cursor))
 
     async def cancel_run(self, run_id: str, now: datetime) -> list[TaskRun]:
         return await self._write(lambda conn: run_queries.cancel_run(conn, run_id, now))
