@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Server:
+    url: str
+    db: Path  # the SQLite file, read directly for timings
+    headers: dict[str, str]
+
+
 @contextmanager
-def tickwork_up(workers: int) -> Iterator[tuple[str, Path]]:
+def tickwork_up(workers: int) -> Iterator[Server]:
     data = Path(tempfile.mkdtemp(prefix="tickwork-bench-"))
     port = free_port()
     exe = Path(sys.executable).with_name("tickwork")
@@ -59,7 +67,8 @@ def tickwork_up(workers: int) -> Iterator[tuple[str, Path]]:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
-        yield url, data / "tickwork.db"
+        token = (data / "admin.token").read_text().strip()  # written by the first start
+        yield Server(url, data / "tickwork.db", {"Authorization": f"Bearer {token}"})
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -145,17 +154,25 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def w1_throughput(
-    url: str, db: Path, n: int, task: dict[str, Any], prefix: str, *, batch: int = 500
+    srv: Server,
+    n: int,
+    task: dict[str, Any],
+    prefix: str,
+    *,
+    batch: int = 500,
 ) -> dict[str, float]:
     chunks = [
         [job(f"{prefix}{i}", {"kind": "now"}, task) for i in range(s, min(s + batch, n))]
         for s in range(0, n, batch)
     ]
-    with httpx2.Client(base_url=url) as client, ThreadPoolExecutor(2) as pool:
+    with (
+        httpx2.Client(base_url=srv.url, headers=srv.headers) as client,
+        ThreadPoolExecutor(2) as pool,
+    ):
         t0 = time.monotonic()
         list(pool.map(lambda c: post_batch(client, c), chunks))
         submitted = time.monotonic()
-        done = wait_done(db, prefix, n, timeout=300)
+        done = wait_done(srv.db, prefix, n, timeout=300)
     return {
         "jobs": n,
         "submit_s": round(submitted - t0, 3),
@@ -164,9 +181,9 @@ def w1_throughput(
     }
 
 
-def w2_latency(url: str, db: Path, rate: float, seconds: float) -> dict[str, float]:
+def w2_latency(srv: Server, rate: float, seconds: float) -> dict[str, float]:
     n = int(rate * seconds)
-    with httpx2.Client(base_url=url) as client:
+    with httpx2.Client(base_url=srv.url, headers=srv.headers) as client:
         start = time.monotonic()
         for i in range(n):
             pause = start + i / rate - time.monotonic()
@@ -174,31 +191,31 @@ def w2_latency(url: str, db: Path, rate: float, seconds: float) -> dict[str, flo
                 time.sleep(pause)
             r = client.post("/api/v1/jobs", json=job(f"w2-{i}", {"kind": "now"}))
             r.raise_for_status()
-    wait_done(db, "w2-", n, timeout=60)
-    return summary(delays_ms(db, "w2-", "created"))
+    wait_done(srv.db, "w2-", n, timeout=60)
+    return summary(delays_ms(srv.db, "w2-", "created"))
 
 
-def w3_at_lateness(url: str, db: Path, n: int) -> dict[str, float]:
+def w3_at_lateness(srv: Server, n: int) -> dict[str, float]:
     base = datetime.now(UTC) + timedelta(seconds=3)
     step = 5.0 / n
     jobs = [
         job(f"w3-{i}", {"kind": "at", "at": (base + timedelta(seconds=i * step)).isoformat()})
         for i in range(n)
     ]
-    with httpx2.Client(base_url=url) as client:
+    with httpx2.Client(base_url=srv.url, headers=srv.headers) as client:
         for s in range(0, n, 500):
             post_batch(client, jobs[s : s + 500])
-    wait_done(db, "w3-", n, timeout=60)
-    return summary(delays_ms(db, "w3-", "logical"))
+    wait_done(srv.db, "w3-", n, timeout=60)
+    return summary(delays_ms(srv.db, "w3-", "logical"))
 
 
-def w4_cron_lateness(url: str, db: Path, n: int) -> dict[str, float]:
+def w4_cron_lateness(srv: Server, n: int) -> dict[str, float]:
     jobs = [job(f"w4-{i}", {"kind": "cron", "cron": "* * * * *"}) for i in range(n)]
-    with httpx2.Client(base_url=url) as client:
+    with httpx2.Client(base_url=srv.url, headers=srv.headers) as client:
         for s in range(0, n, 500):
             post_batch(client, jobs[s : s + 500])
-    wait_done(db, "w4-", n, timeout=90)
-    return summary(delays_ms(db, "w4-", "logical"))
+    wait_done(srv.db, "w4-", n, timeout=90)
+    return summary(delays_ms(srv.db, "w4-", "logical"))
 
 
 def main() -> None:
@@ -207,15 +224,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--rate", type=float, default=50.0, help="W2 jobs per second")
     parser.add_argument("--skip-cron", action="store_true", help="skip W4 (waits for a minute)")
+    parser.add_argument("--cron-jobs", type=int, default=100, help="W4: jobs firing together")
     args = parser.parse_args()
     results: dict[str, Any] = {"workers": args.workers, "cpus": os.cpu_count()}
-    with tickwork_up(args.workers) as (url, db):
-        results["W1 throughput, sync no-op"] = w1_throughput(url, db, args.jobs, NOOP, "w1s-")
-        results["W1 throughput, async no-op"] = w1_throughput(url, db, args.jobs, ANOOP, "w1a-")
-        results["W2 immediate start latency"] = w2_latency(url, db, args.rate, 5.0)
-        results["W3 at lateness"] = w3_at_lateness(url, db, 500)
+    with tickwork_up(args.workers) as srv:
+        results["W1 throughput, sync no-op"] = w1_throughput(srv, args.jobs, NOOP, "w1s-")
+        results["W1 throughput, async no-op"] = w1_throughput(srv, args.jobs, ANOOP, "w1a-")
+        results["W2 immediate start latency"] = w2_latency(srv, args.rate, 5.0)
+        results["W3 at lateness"] = w3_at_lateness(srv, 500)
         if not args.skip_cron:
-            results["W4 cron lateness"] = w4_cron_lateness(url, db, 200)
+            results["W4 cron lateness"] = w4_cron_lateness(srv, args.cron_jobs)
     print(json.dumps(results, indent=2))
 
 
