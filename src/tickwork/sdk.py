@@ -223,6 +223,19 @@ class Fires(TypedDict):
     fires: list[Fire]
 
 
+class TokenInfo(TypedDict):
+    id: str
+    name: str
+    scope: str
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
+
+
+class TokenSecret(TokenInfo):
+    secret: str
+
+
 # -- errors -----------------------------------------------------------------------------------
 
 
@@ -255,6 +268,7 @@ class Unreachable(ClientError):
 class Client:
     """A synchronous client of one tickwork server. Use it as a context manager, or ``close()``.
 
+    ``token`` is a bearer token (``tw_...``); every route but the health checks needs one.
     ``transport`` replaces the network (tests pass one that calls the ASGI app in process).
     """
 
@@ -262,11 +276,15 @@ class Client:
         self,
         url: str = DEFAULT_URL,
         *,
+        token: str | None = None,
         timeout: float = 10.0,
         transport: httpx2.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx2.Client(base_url=self.url, timeout=timeout, transport=transport)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx2.Client(
+            base_url=self.url, timeout=timeout, transport=transport, headers=headers
+        )
 
     def __enter__(self) -> Self:
         return self
@@ -360,6 +378,20 @@ class Client:
         """Output after ``after_seq``; poll with ``next_after_seq`` until ``finished``."""
         params = {"task": task, "after_seq": after_seq, "limit": limit}
         return cast(Logs, self._call("GET", f"/runs/{_seg(run_id)}/logs", params=params))
+
+    # -- tokens (admin) ----------------------------------------------------------------------
+
+    def create_token(self, name: str, scope: Literal["read", "write", "admin"]) -> TokenSecret:
+        """A new token; its ``secret`` is in this result only."""
+        body = {"name": name, "scope": scope}
+        return cast(TokenSecret, self._call("POST", "/tokens", json=body))
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every token (never a secret), revoked ones included."""
+        return cast(list[TokenInfo], self._call("GET", "/tokens")["tokens"])
+
+    def revoke_token(self, id_or_name: str) -> TokenInfo:
+        return cast(TokenInfo, self._call("DELETE", f"/tokens/{_seg(id_or_name)}"))
 
     def health(self) -> dict[str, str]:
         return cast(dict[str, str], self._call("GET", "/healthz", prefix=""))

@@ -7,12 +7,14 @@ from typing import Any
 
 import httpx2
 import pytest
+from fastapi import FastAPI
 
 from tests.helpers import FakeClock, utc
 from tickwork.api.app import create_app
+from tickwork.api.auth import Security
 from tickwork.app.services import Services
 from tickwork.broker.memory import MemoryBroker
-from tickwork.ports import Delivery, Store
+from tickwork.ports import Delivery, Scope, Store
 
 #: "Now" for every API test: far enough ahead that an `at` of 2027 is in the future.
 NOW = utc(2026, 6, 1, 12, 0, 0)
@@ -49,9 +51,28 @@ def services(store: Store, broker: MemoryBroker, wakes: Wakes, clock: FakeClock)
 
 
 @pytest.fixture
-async def api(services: Services) -> AsyncIterator[httpx2.AsyncClient]:
-    transport = httpx2.ASGITransport(app=create_app(services))
-    async with httpx2.AsyncClient(transport=transport, base_url="http://tickwork.test") as client:
+def security(services: Services, clock: FakeClock) -> Security:
+    return Security.over(services, clock=clock)
+
+
+@pytest.fixture
+def app(services: Services, security: Security) -> FastAPI:
+    return create_app(services, security=security)
+
+
+@pytest.fixture
+async def admin_token(security: Security) -> str:
+    """The secret of an admin token (the ``api`` client sends it)."""
+    return (await security.tokens.create("test-admin", Scope.ADMIN)).secret
+
+
+@pytest.fixture
+async def api(app: FastAPI, admin_token: str) -> AsyncIterator[httpx2.AsyncClient]:
+    transport = httpx2.ASGITransport(app=app)
+    headers = {"Authorization": f"Bearer {admin_token}"}
+    async with httpx2.AsyncClient(
+        transport=transport, base_url="http://tickwork.test", headers=headers
+    ) as client:
         yield client
 
 

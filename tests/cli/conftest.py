@@ -16,10 +16,12 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from tickwork.api.app import create_app
-from tickwork.app.services import Services
+from tickwork.app.services import Services, utc_now
+from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
 from tickwork.cli.common import CliDeps
 from tickwork.cli.main import app
+from tickwork.ports import Scope
 from tickwork.sdk import Client
 from tickwork.store import SqlStore, open_store
 
@@ -65,7 +67,12 @@ def cli(sqlite_url: str) -> Iterator[Cli]:
         store = portal.call(open_store, sqlite_url)
         broker = MemoryBroker()
         transport = PortalTransport(portal, create_app(Services(store, broker)))
-        deps = CliDeps(make_client=lambda url: Client(url, transport=transport))
+        admin = portal.call(TokenService(store, utc_now).create, "cli-admin", Scope.ADMIN)
+        deps = CliDeps(
+            make_client=lambda url, token: Client(
+                url, token=token or admin.secret, transport=transport
+            )
+        )
         try:
             yield Cli(deps, portal, store, broker)
         finally:

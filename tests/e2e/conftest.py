@@ -77,7 +77,9 @@ class Cli:
     cwd: Path
 
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "TICKWORK_URL": self.url, "COLUMNS": "200"}
+        # The CLI finds the admin token `tickwork up` wrote into its data dir.
+        env = {**os.environ, "TICKWORK_URL": self.url, "COLUMNS": "200",
+               "TICKWORK_DATA_DIR": str(self.cwd / "data")}  # fmt: skip
         done = subprocess.run(
             [str(BIN / "tickwork"), *args], capture_output=True, text=True, env=env, check=False,
             cwd=self.cwd, timeout=60,

@@ -5,23 +5,31 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tickwork import __version__
+from tickwork.api.auth import Security, install_auth, requires
 from tickwork.api.errors import install_error_handlers
-from tickwork.api.routers import health, read, write
+from tickwork.api.routers import health, read, tokens, write
 from tickwork.api.schemas import ErrorRead
 from tickwork.app.services import Services
+from tickwork.ports import Scope
 
 API_PREFIX = "/api/v1"
 
 #: Documented on every API route: the one error shape.
 _ERRORS: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorRead, "description": "No bearer token, or an unknown or revoked one."},
+    403: {"model": ErrorRead, "description": "The token's scope is too small."},
     404: {"model": ErrorRead, "description": "No such job or run."},
     409: {"model": ErrorRead, "description": "Conflicts with stored state."},
     422: {"model": ErrorRead, "description": "Invalid input; `field` names it."},
 }
 
 
-def create_app(services: Services) -> FastAPI:
+def create_app(services: Services, *, security: Security | None = None) -> FastAPI:
     """The API over ``services``: write and read routers under ``/api/v1``, plus ``/healthz``.
+
+    Every route but ``/healthz`` and ``/readyz`` needs a bearer token (``security``; by
+    default, tokens and idempotency keys in the services' store): ``read`` routes a
+    ``read`` token, ``write`` routes a ``write`` token, token management an ``admin`` one.
 
     The interactive docs pages are off: FastAPI loads them from a CDN, and tickwork must
     work offline. The OpenAPI document is at ``/api/v1/openapi.json``.
@@ -35,8 +43,16 @@ def create_app(services: Services) -> FastAPI:
         redoc_url=None,
     )
     app.state.services = services
-    app.include_router(write.router, prefix=API_PREFIX, responses=_ERRORS)
-    app.include_router(read.router, prefix=API_PREFIX, responses=_ERRORS)
+    app.include_router(
+        write.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.WRITE)]
+    )
+    app.include_router(
+        read.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.READ)]
+    )
+    app.include_router(
+        tokens.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.ADMIN)]
+    )
     app.include_router(health.router)
     install_error_handlers(app)
+    install_auth(app, security or Security.over(services))
     return app

@@ -7,7 +7,7 @@ publish to the broker or wake the scheduler. Nothing here knows about HTTP.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +24,7 @@ from tickwork.core.model import (
     Schedule,
     ScheduleKind,
     Task,
+    TaskKind,
     TaskRun,
     TaskRunState,
 )
@@ -32,6 +33,7 @@ from tickwork.core.schedule import first_fire, upcoming, validate_schedule
 from tickwork.core.validate import validate_job
 from tickwork.ids import new_id
 from tickwork.ports import Broker, Delivery, RunPage, Store
+from tickwork.security.ssrf import TargetRefused
 
 #: Run states after which nothing more happens to a run (until a manual retry).
 FINISHED_RUN_STATES: frozenset[RunState] = frozenset(
@@ -102,6 +104,7 @@ class Services:
         clock: Callable[[], datetime] = utc_now,
         rand: Callable[[], float] = random.random,
         make_id: Callable[[], str] = new_id,
+        url_guard: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -109,6 +112,7 @@ class Services:
         self._clock = clock
         self._rand = rand
         self._make_id = make_id
+        self._url_guard = url_guard
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -126,6 +130,7 @@ class Services:
             self._plan_job(spec, i, len(specs), now, allow_past) for i, spec in enumerate(specs)
         ]
         _refuse_duplicate_names([job for job, _ in items], len(specs))
+        await self.check_targets([job for job, _ in items])
         await self.store.create_jobs(items)
         await self._after_create([run for _, runs in items for run in runs])
         return [job for job, _ in items]
@@ -267,6 +272,32 @@ class Services:
             next_after_seq=chunks[-1].seq if chunks else after_seq,
             run_state=detail.run.state,
         )
+
+    async def ready(self) -> bool:
+        """Whether the store answers (one primary-key read)."""
+        try:
+            await self.store.get_token("readyz")
+        except Exception:
+            return False
+        return True
+
+    async def check_targets(self, jobs: Sequence[Job]) -> None:
+        """Refuse http tasks whose URL the SSRF guard forbids (``ValidationError`` on the url).
+
+        ``url_guard`` raises ``TargetRefused``; without one, every URL is accepted.
+        """
+        if self._url_guard is None:
+            return
+        for i, job in enumerate(jobs):
+            where = f"jobs[{i}]." if len(jobs) > 1 else ""
+            for j, task in enumerate(job.tasks):
+                url = task.config.get("url")
+                if task.kind is not TaskKind.HTTP or not isinstance(url, str):
+                    continue
+                try:
+                    await self._url_guard(url)
+                except TargetRefused as e:
+                    raise ValidationError(f"{where}tasks[{j}].config.url", str(e)) from None
 
     # -- helpers ---------------------------------------------------------------------------
 

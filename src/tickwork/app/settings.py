@@ -19,6 +19,10 @@ class EmbeddedSettings:
     workers: int = os.cpu_count() or 2
     database_url: str | None = None  # default: SQLite file in data_dir
     queues: tuple[str, ...] = ("default",)
+    #: Networks http tasks may reach although private (``TICKWORK_HTTP_ALLOW``, CIDRs).
+    http_allow: str = ""
+    #: Seconds an ``Idempotency-Key`` is remembered.
+    idempotency_ttl: float = 24 * 3600.0
 
     @property
     def effective_database_url(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from tickwork import __version__
-from tickwork.cli import jobs, runs, schedule
+from tickwork.cli import jobs, runs, schedule, tokens
 from tickwork.cli.up import up
 
 app = typer.Typer(
@@ -19,6 +19,8 @@ app.command("up")(up)
 app.add_typer(jobs.app, name="job")
 app.add_typer(runs.app, name="run")
 app.add_typer(schedule.app, name="schedule")
+app.add_typer(tokens.app, name="token")
+app.callback()(tokens.token_option)
 
 
 def main() -> None:

@@ -22,9 +22,18 @@ def up(
     workers: Annotated[
         int, typer.Option(min=1, help="Tasks run at once [default: CPU count].", show_default=False)
     ] = _DEFAULTS.workers,
+    http_allow: Annotated[
+        str,
+        typer.Option(
+            envvar="TICKWORK_HTTP_ALLOW",
+            help="Private networks http tasks may call, as CIDRs: 127.0.0.0/8,10.0.0.0/8.",
+        ),
+    ] = _DEFAULTS.http_allow,
 ) -> None:
     """Start tickwork: scheduler, workers and HTTP API in one process (Ctrl-C stops it)."""
-    settings = EmbeddedSettings(data_dir=data_dir, host=host, port=port, workers=workers)
+    settings = EmbeddedSettings(
+        data_dir=data_dir, host=host, port=port, workers=workers, http_allow=http_allow
+    )
     # Imported here, not at the top: every client command loads this module, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.
     from tickwork.serve.embedded import run_embedded

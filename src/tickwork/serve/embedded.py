@@ -15,21 +15,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+import httpx2
 import uvicorn
 
 from tickwork.api.app import create_app
 from tickwork.app.services import Services
 from tickwork.app.settings import EmbeddedSettings
+from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
 from tickwork.ids import new_id
 from tickwork.ports import Runner, Store
 from tickwork.scheduler.loop import Scheduler
+from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
 from tickwork.store import open_store
 from tickwork.worker import capture
 from tickwork.worker.pool import PoolConfig, WorkerPool
-from tickwork.worker.runners import build_runners, close_runners
+from tickwork.worker.runners import HttpGuard, RequestRefused, build_runners, close_runners
 
 log = logging.getLogger("tickwork")
 
@@ -42,6 +45,30 @@ def utcnow() -> datetime:
 
 class DataDirLocked(TickworkError):
     """Another `tickwork up` already owns this data directory."""
+
+
+class BadSetting(TickworkError):
+    """A setting (option or environment variable) tickwork cannot use."""
+
+
+def url_guard(settings: EmbeddedSettings) -> UrlGuard:
+    """The SSRF guard of http tasks, opened to the networks in ``http_allow``."""
+    try:
+        return UrlGuard(parse_allow(settings.http_allow))
+    except ValueError as exc:
+        raise BadSetting(str(exc)) from None
+
+
+def runner_guard(guard: UrlGuard) -> HttpGuard:
+    """``guard`` as the http runner's send-time check (DNS may have changed since saving)."""
+
+    async def check(url: httpx2.URL) -> None:
+        try:
+            await guard.check(url)
+        except TargetRefused as exc:
+            raise RequestRefused(str(exc)) from None
+
+    return check
 
 
 @contextlib.contextmanager
@@ -89,7 +116,8 @@ def wire(
 ) -> Embedded:
     """Build the embedded runtime around an open, migrated store."""
     broker = MemoryBroker()
-    runners = runners if runners is not None else build_runners()
+    guard = url_guard(settings)
+    runners = runners if runners is not None else build_runners(http_guard=runner_guard(guard))
     scheduler = Scheduler(store, broker, clock=clock, rand=random.random, make_id=new_id)
     pool = WorkerPool(
         store,
@@ -104,7 +132,7 @@ def wire(
         rand=random.random,
         on_complete=lambda outcomes: _wake_for_retries(scheduler, outcomes),
     )
-    services = Services(store, broker, wake=scheduler.wake, clock=clock)
+    services = Services(store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check)
     return Embedded(store, broker, scheduler, pool, services, runners)
 
 
@@ -124,13 +152,24 @@ async def recover_orphans(rt: Embedded, now: datetime) -> int:
     return total
 
 
+async def bootstrap_token(store: Store, settings: EmbeddedSettings) -> None:
+    """First start: create an admin token in ``<data_dir>/admin.token`` (0600) and say where."""
+    path = await TokenService(store, utcnow).bootstrap(settings.data_dir)
+    if path is not None:
+        log.info("admin token: %s (the CLI reads it from there; keep it private)", path)
+    else:
+        log.info("no %s/admin.token: use a token you created (TICKWORK_TOKEN)", settings.data_dir)
+
+
 async def serve_embedded(settings: EmbeddedSettings) -> None:
     """Run everything until SIGINT/SIGTERM, then drain running tasks and stop."""
     with lock_data_dir(settings.data_dir):
         store = await open_store(settings.effective_database_url)
         try:
             await store.migrate()
-            await _serve(wire(store, settings), settings)
+            rt = wire(store, settings)
+            await bootstrap_token(store, settings)
+            await _serve(rt, settings)
         finally:
             await store.close()
 

@@ -196,5 +196,47 @@ task_logs = sa.Table(
     _ts("created_at", nullable=False),
 )
 
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", NAME, nullable=False),
+    sa.Column("scope", sa.String(10), nullable=False),
+    sa.Column("secret_hash", sa.String(64), nullable=False),
+    _ts("created_at", nullable=False),
+    _ts("last_used_at"),
+    _ts("revoked_at"),
+)
+sa.Index(
+    "uq_api_tokens_live_name",
+    api_tokens.c.name,
+    unique=True,
+    sqlite_where=api_tokens.c.revoked_at.is_(None),
+    postgresql_where=api_tokens.c.revoked_at.is_(None),
+)
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    # The primary key is the lock: of two requests with one key, one insert wins.
+    sa.Column("token_id", sa.String(32), primary_key=True),
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("request_hash", sa.String(64), nullable=False),
+    sa.Column("status", sa.Integer),
+    sa.Column("response", sa.Text),
+    _ts("created_at", nullable=False),
+    _ts("expires_at", nullable=False),
+)
+sa.Index("ix_idempotency_keys_expires_at", idempotency_keys.c.expires_at)
+
 #: Children first, so deleting in this order never trips a foreign key.
-TABLES_CHILDREN_FIRST = (task_logs, attempts, task_runs, runs, tasks, jobs)
+TABLES_CHILDREN_FIRST = (
+    task_logs,
+    attempts,
+    task_runs,
+    runs,
+    tasks,
+    jobs,
+    api_tokens,
+    idempotency_keys,
+)

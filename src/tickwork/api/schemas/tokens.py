@@ -1,0 +1,41 @@
+"""Token bodies: what an admin sends to create one, and what the API shows of them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tickwork.ports import Scope
+
+
+class TokenCreate(BaseModel):
+    """A new bearer token. Scopes nest: `admin` includes `write`, which includes `read`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Unique among live tokens.", examples=["ci"])
+    scope: Scope = Field(description="`read`, `write` or `admin`.")
+
+
+class TokenRead(BaseModel):
+    """A token as listed: never its secret."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str = Field(description="Public id; the token reads `tw_<id>_<secret>`.")
+    name: str
+    scope: Scope
+    created_at: datetime
+    last_used_at: datetime | None = Field(description="Updated at most once a minute.")
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenRead):
+    """A token just created. `secret` is shown this once; only its hash is stored."""
+
+    secret: str
+
+
+class TokenListRead(BaseModel):
+    tokens: list[TokenRead]

@@ -1,0 +1,138 @@
+"""API tokens: create (the secret is shown once), list, revoke, and authenticate.
+
+A token reads ``tw_<id>_<secret>``. The id is public (it names the token in lists and logs);
+the secret is 256 random bits. The store keeps the SHA-256 of the whole token: a fast hash
+is right here because the secret is random and long, so there is nothing to brute-force.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from tickwork.core.errors import Conflict, NotFound, ValidationError
+from tickwork.ports import ApiToken, Scope, TokenStore
+
+log = logging.getLogger("tickwork.tokens")
+
+#: A revoked token stops working within this many seconds in every process.
+CACHE_SECONDS = 1.0
+#: ``last_used_at`` is written at most this often per token and process.
+TOUCH_EVERY = timedelta(minutes=1)
+BOOTSTRAP_FILE = "admin.token"
+BOOTSTRAP_NAME = "admin"
+_TOKEN = re.compile(r"^tw_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_CACHE_LIMIT = 10_000
+
+
+def hash_secret(token: str) -> str:
+    """The SHA-256 (hex) the store keeps instead of the token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_secret() -> tuple[str, str]:
+    """A fresh ``(id, token)``."""
+    token_id = secrets.token_hex(6)
+    return token_id, f"tw_{token_id}_{secrets.token_urlsafe(32)}"
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """A token just created: the only time its secret is known."""
+
+    token: ApiToken
+    secret: str
+
+
+class TokenService:
+    """Token use cases over a ``TokenStore``; ``authenticate`` caches lookups briefly."""
+
+    def __init__(self, store: TokenStore, clock: Callable[[], datetime]) -> None:
+        self._store = store
+        self._clock = clock
+        self._cache: dict[str, tuple[ApiToken | None, float]] = {}
+
+    async def create(self, name: str, scope: Scope) -> IssuedToken:
+        """A new token; ``Conflict`` if a live token has the name."""
+        if not _NAME.match(name):
+            raise ValidationError("name", "1-100 letters, digits, '.', '_' or '-'")
+        token_id, secret = new_secret()
+        token = ApiToken(token_id, name, scope, hash_secret(secret), self._clock())
+        await self._store.create_token(token)
+        return IssuedToken(token, secret)
+
+    async def list(self) -> list[ApiToken]:
+        return await self._store.list_tokens()
+
+    async def revoke(self, id_or_name: str) -> ApiToken:
+        """Revoke a live token by id or name; ``NotFound`` if there is none."""
+        token = await self._store.revoke_token(id_or_name, self._clock())
+        if token is None:
+            raise NotFound("token", id_or_name)
+        self._cache.pop(token.id, None)
+        return token
+
+    async def authenticate(self, presented: str) -> ApiToken | None:
+        """The live token ``presented`` is, or None (unknown, wrong secret, revoked)."""
+        match = _TOKEN.match(presented)
+        if match is None:
+            return None
+        token = await self._lookup(match.group(1))
+        if token is None or token.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(token.secret_hash, hash_secret(presented)):
+            return None
+        return token
+
+    async def _lookup(self, token_id: str) -> ApiToken | None:
+        cached = self._cache.get(token_id)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        token = await self._store.get_token(token_id)
+        if token is not None and token.revoked_at is None:
+            token = await self._touch(token)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[token_id] = (token, time.monotonic() + CACHE_SECONDS)
+        return token
+
+    async def _touch(self, token: ApiToken) -> ApiToken:
+        now = self._clock()
+        if token.last_used_at is not None and now - token.last_used_at < TOUCH_EVERY:
+            return token
+        await self._store.touch_token(token.id, now)
+        return replace(token, last_used_at=now)
+
+    async def bootstrap(self, data_dir: Path) -> Path | None:
+        """On a first start (no token at all), create an admin token in ``data_dir``.
+
+        Writes ``<data_dir>/admin.token`` with mode 0600 and returns its path; returns None
+        when tokens exist already (the file, if any, is left as it is).
+        """
+        path = data_dir / BOOTSTRAP_FILE
+        if await self._store.list_tokens():
+            return path if path.exists() else None
+        try:
+            issued = await self.create(BOOTSTRAP_NAME, Scope.ADMIN)
+        except Conflict:
+            return path if path.exists() else None  # another process bootstrapped meanwhile
+        _write_private(path, issued.secret + "\n")
+        return path
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(path, 0o600)  # an existing file keeps its mode on open; make sure
