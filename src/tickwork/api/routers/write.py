@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, status
 
+from tickwork.api.auth import TokenDep, require_task_scope
 from tickwork.api.deps import ServicesDep
 from tickwork.api.schemas import (
     JobBatchCreate,
@@ -28,21 +29,28 @@ AllowPast = Annotated[
 
 @router.post("/jobs", status_code=status.HTTP_201_CREATED)
 async def create_job(
-    body: JobCreate, services: ServicesDep, allow_past: AllowPast = False
+    body: JobCreate, services: ServicesDep, token: TokenDep, allow_past: AllowPast = False
 ) -> JobRead:
-    """Create a job. A `now` job is queued at once; an `at` job waits for its instant."""
+    """Create a job. A `now` job is queued at once; an `at` job waits for its instant.
+
+    `shell` and `python` tasks need an `admin` token."""
     with user_errors([body]):
-        job = await services.create_job(body.to_spec(), allow_past=allow_past)
+        spec = body.to_spec()
+        require_task_scope(token, (t.kind for t in spec.tasks))
+        job = await services.create_job(spec, allow_past=allow_past)
     return JobRead.model_validate(job)
 
 
 @router.post("/jobs/batch", status_code=status.HTTP_201_CREATED)
 async def create_jobs(
-    body: JobBatchCreate, services: ServicesDep, allow_past: AllowPast = False
+    body: JobBatchCreate, services: ServicesDep, token: TokenDep, allow_past: AllowPast = False
 ) -> list[JobRead]:
-    """Create up to 1000 jobs in one transaction: all of them, or none."""
+    """Create up to 1000 jobs in one transaction: all of them, or none.
+
+    `shell` and `python` tasks need an `admin` token."""
     with user_errors(body.jobs):
         specs = [job.to_spec() for job in body.jobs]
+        require_task_scope(token, (t.kind for spec in specs for t in spec.tasks))
         jobs = await services.create_jobs(specs, allow_past=allow_past)
     return [JobRead.model_validate(j) for j in jobs]
 
