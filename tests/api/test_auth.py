@@ -1,4 +1,4 @@
-"""The auth matrix: every route of the app × (no token, read, write, admin).
+"""The auth matrix: every route of the app by (no token, read, write, admin).
 
 Routes come from the app's OpenAPI document; each needs a rule in ``RULES`` (or to be in
 ``PUBLIC``), so a new route without one fails here.
