@@ -31,9 +31,7 @@ def _client(app: object, secret: str | None = None) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(transport=transport, base_url="http://t.test", headers=headers)
 
 
-async def test_create_list_and_revoke_through_the_api(
-    api: httpx2.AsyncClient, app: object
-) -> None:
+async def test_create_list_and_revoke_through_the_api(api: httpx2.AsyncClient, app: object) -> None:
     r = await api.post("/api/v1/tokens", json={"name": "ci", "scope": "write"})
     assert r.status_code == 201, r.text
     created = r.json()
