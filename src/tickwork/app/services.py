@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from tickwork.app.job_changes import changed_job, with_params
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (
     Job,
@@ -32,7 +33,15 @@ from tickwork.core.runs import new_run
 from tickwork.core.schedule import first_fire, upcoming, validate_schedule
 from tickwork.core.validate import validate_job
 from tickwork.ids import new_id
-from tickwork.ports import Broker, Delivery, RunPage, Store
+from tickwork.ports import (
+    Broker,
+    DeadLetterPage,
+    Delivery,
+    JobFilter,
+    RunPage,
+    Store,
+    TimeWindow,
+)
 from tickwork.security.ssrf import TargetRefused
 
 #: Run states after which nothing more happens to a run (until a manual retry).
@@ -142,12 +151,39 @@ class Services:
             raise NotFound("job", name)
         return job
 
-    async def list_jobs(self, *, limit: int = 100, after: str | None = None) -> JobPage:
-        """Live jobs ordered by name, ``limit`` at a time, starting after the name ``after``."""
+    async def list_jobs(
+        self, *, limit: int = 100, after: str | None = None, where: JobFilter | None = None
+    ) -> JobPage:
+        """Live jobs matching ``where``, by name, ``limit`` at a time, after the name ``after``."""
         _check_limit(limit, 1000)
-        jobs = await self.store.list_jobs(limit=limit, after=after)
+        if where is not None and where.schedule_kind not in (None, *ScheduleKind):
+            kinds = ", ".join(ScheduleKind)
+            raise ValidationError("schedule_kind", f"must be one of {kinds}")
+        jobs = await self.store.list_jobs(limit=limit, after=after, where=where)
         next_after = jobs[-1].name if len(jobs) == limit else None
         return JobPage(jobs=jobs, next_after=next_after)
+
+    async def update_job(
+        self, name: str, changes: Mapping[str, Any], *, allow_past: bool = False
+    ) -> Job:
+        """Change a job for its future runs, in one transaction; runs already created keep
+        their copy of the tasks. ``changes`` maps ``UPDATABLE_FIELDS`` to core values.
+
+        A changed cron schedule fires next after now; a changed ``now``/``at`` schedule gets
+        its run as on create. The pause state is kept. A concurrent change is a ``Conflict``.
+        """
+        current = await self.get_job(name)
+        now = self._clock()
+        job, rescheduled = changed_job(current, changes, now, allow_past=allow_past)
+        runs: list[NewRun] = []
+        if rescheduled:
+            job, runs = self._first_runs(job, now)
+        if not await self.store.update_job(job, current.updated_at, rescheduled, runs):
+            raise Conflict("job", f"job {name!r} changed meanwhile; read it again and retry")
+        await self._after_create(runs)
+        if rescheduled:
+            self._wake()
+        return await self.get_job(name)
 
     async def delete_job(self, name: str) -> None:
         """Delete a job (its history stays) and cancel its unfinished runs."""
@@ -164,12 +200,19 @@ class Services:
         self._wake()
         return job
 
-    async def trigger(self, name: str, logical_date: datetime | None = None) -> RunDetail:
+    async def trigger(
+        self,
+        name: str,
+        logical_date: datetime | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> RunDetail:
         """Run a job by hand now, for ``logical_date`` (default: now). Queued at once.
 
-        A second run for the same logical date is a ``Conflict``.
+        ``params`` reach python tasks as keyword arguments and shell tasks as JSON in
+        ``TICKWORK_PARAMS`` (see ``with_params``). A second run for the same logical date is
+        a ``Conflict``.
         """
-        job = await self.get_job(name)
+        job = with_params(await self.get_job(name), params)
         now = self._clock()
         _require_aware(logical_date, "logical_date")
         nr = self._queued_run(job, logical_date or now, RunTrigger.MANUAL, now)
@@ -217,13 +260,27 @@ class Services:
         state: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        window: TimeWindow | None = None,
     ) -> RunPage:
-        """Runs newest first; ``job`` is a job name, ``state`` a run state or ``dead``."""
+        """Runs newest first; ``job`` is a job name, ``state`` a run state or ``dead``,
+        ``window`` bounds the logical date and the start time."""
         _check_limit(limit, 1000)
         if state is not None and state not in RUN_STATE_FILTERS:
             raise ValidationError("state", f"must be one of {', '.join(RUN_STATE_FILTERS)}")
+        for name in TimeWindow.__slots__:
+            _require_aware(getattr(window, name, None), name)
         job_id = (await self.get_job(job)).id if job is not None else None
-        return await self.store.list_runs(job_id=job_id, state=state, limit=limit, cursor=cursor)
+        return await self.store.list_runs(
+            job_id=job_id, state=state, limit=limit, cursor=cursor, window=window
+        )
+
+    async def dead_letters(
+        self, *, job: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> DeadLetterPage:
+        """Task runs that failed their last attempt, newest first; replay with ``retry_run``."""
+        _check_limit(limit, 1000)
+        job_id = (await self.get_job(job)).id if job is not None else None
+        return await self.store.dead_letters(job_id=job_id, limit=limit, cursor=cursor)
 
     async def get_run(self, run_id: str) -> RunDetail:
         """A run with its task runs and finished attempts; ``NotFound`` otherwise."""

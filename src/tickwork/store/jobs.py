@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tickwork.core.errors import Conflict
 from tickwork.core.model import Job, NewRun, ScheduleKind, Task, TaskRun, TaskRunState
+from tickwork.ports import JobFilter
 from tickwork.store.common import chunked
 from tickwork.store.rows import job_from_row, job_to_row, task_from_row, task_to_row
 from tickwork.store.runs import cancel_task_runs, insert_new_runs, insert_runs
@@ -46,11 +48,64 @@ def get_job(conn: Connection, name: str) -> Job | None:
     return found[0] if found else None
 
 
-def list_jobs(conn: Connection, limit: int, after: str | None) -> list[Job]:
+def list_jobs(
+    conn: Connection, limit: int, after: str | None, where: JobFilter | None = None
+) -> list[Job]:
     query = sa.select(jobs).where(LIVE).order_by(jobs.c.name).limit(limit)
     if after is not None:
         query = query.where(jobs.c.name > after)
+    for condition in _job_conditions(conn, where or JobFilter()):
+        query = query.where(condition)
     return _load_jobs(conn, query)
+
+
+def _job_conditions(conn: Connection, where: JobFilter) -> list[sa.ColumnElement[bool]]:
+    found: list[sa.ColumnElement[bool]] = []
+    if where.name_prefix:
+        # substr, not LIKE: exact and case-sensitive on both backends, no escaping of % and _.
+        prefix = where.name_prefix
+        found.append(sa.func.substr(jobs.c.name, 1, len(prefix)) == prefix)
+    if where.tag is not None:
+        found.append(_has_tag(conn, where.tag))
+    if where.paused is not None:
+        found.append(jobs.c.paused.is_(where.paused))
+    if where.schedule_kind is not None:
+        found.append(jobs.c.schedule_kind == where.schedule_kind)
+    return found
+
+
+def _has_tag(conn: Connection, tag: str) -> sa.ColumnElement[bool]:
+    if conn.dialect.name == "postgresql":
+        return sa.cast(jobs.c.tags, postgresql.JSONB).contains([tag])
+    each = sa.func.json_each(jobs.c.tags).table_valued("value")
+    return sa.exists(sa.select(sa.literal(1)).select_from(each).where(each.c.value == tag))
+
+
+#: Columns a job update never writes: identity, history and the pause switch.
+_KEPT_ON_UPDATE = frozenset({"id", "created_at", "paused", "last_fire_at", "deleted_at"})
+
+
+def update_job(
+    conn: Connection,
+    job: Job,
+    expected_updated_at: datetime,
+    reschedule: bool,
+    new_runs: Sequence[NewRun],
+) -> bool:
+    # Without a schedule change, next_fire_at stays whatever the scheduler has made it since.
+    kept = _KEPT_ON_UPDATE if reschedule else _KEPT_ON_UPDATE | {"next_fire_at"}
+    row = {k: v for k, v in job_to_row(job).items() if k not in kept}
+    result = conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.id == job.id, LIVE, jobs.c.updated_at == expected_updated_at)
+        .values(**row)
+    )
+    if result.rowcount == 0:
+        return False
+    conn.execute(tasks.delete().where(tasks.c.job_id == job.id))
+    conn.execute(tasks.insert(), [task_to_row(job.id, i, t) for i, t in enumerate(job.tasks)])
+    insert_new_runs(conn, new_runs)
+    return True
 
 
 def due_cron_jobs(conn: Connection, now: datetime, limit: int) -> list[Job]:

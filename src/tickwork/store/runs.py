@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from tickwork.core.errors import NotFound, ValidationError
 from tickwork.core.model import NewRun, RunDetail, RunState, TaskRun, TaskRunState
 from tickwork.core.states import CANCELLABLE_AT_REST, RETRYABLE, derive_run_state
-from tickwork.ports import RunPage
+from tickwork.ports import DeadLetterPage, RunPage, TimeWindow
 from tickwork.store.common import chunked, insert_ignoring_duplicates, param
 from tickwork.store.rows import (
     attempt_from_row,
@@ -79,25 +79,84 @@ def get_run(conn: Connection, run_id: str) -> RunDetail | None:
 
 
 def list_runs(
-    conn: Connection, job_id: str | None, state: str | None, limit: int, cursor: str | None
+    conn: Connection,
+    job_id: str | None,
+    state: str | None,
+    limit: int,
+    cursor: str | None,
+    *,
+    window: TimeWindow | None = None,
 ) -> RunPage:
+    query = runs_query(job_id, state, cursor, window).limit(limit + 1)
+    rows = (conn.execute(query)).mappings().all()
+    page = [run_from_row(r) for r in rows[:limit]]
+    more = len(rows) > limit and bool(page)
+    next_cursor = encode_cursor(page[-1].logical_date, page[-1].id) if more else None
+    return RunPage(runs=page, next_cursor=next_cursor)
+
+
+def runs_query(
+    job_id: str | None,
+    state: str | None,
+    cursor: str | None,
+    window: TimeWindow | None = None,
+) -> sa.Select[Any]:
+    """The run search, newest first: a backward range scan of ``(job_id,) logical_date, id``."""
     query = sa.select(runs).order_by(runs.c.logical_date.desc(), runs.c.id.desc())
     if job_id is not None:
         query = query.where(runs.c.job_id == job_id)
     if state is not None:
         query = query.where(_state_filter(state))
+    for condition in _window_conditions(window or TimeWindow()):
+        query = query.where(condition)
     if cursor is not None:
-        logical_date, run_id = decode_cursor(cursor)
-        query = query.where(
-            sa.or_(
-                runs.c.logical_date < logical_date,
-                sa.and_(runs.c.logical_date == logical_date, runs.c.id < run_id),
-            )
-        )
-    rows = (conn.execute(query.limit(limit + 1))).mappings().all()
-    page = [run_from_row(r) for r in rows[:limit]]
-    more = len(rows) > limit and bool(page)
-    return RunPage(runs=page, next_cursor=encode_cursor(page[-1]) if more else None)
+        query = query.where(_before(runs.c.logical_date, runs.c.id, decode_cursor(cursor)))
+    return query
+
+
+def _window_conditions(window: TimeWindow) -> list[sa.ColumnElement[bool]]:
+    bounds = [
+        (runs.c.logical_date, window.logical_from, window.logical_to),
+        (runs.c.started_at, window.started_from, window.started_to),
+    ]
+    found: list[sa.ColumnElement[bool]] = []
+    for column, low, high in bounds:
+        if low is not None:
+            found.append(column >= low)
+        if high is not None:
+            found.append(column < high)
+    return found
+
+
+def _before(
+    stamp: sa.ColumnElement[datetime], key: sa.ColumnElement[str], after: tuple[datetime, str]
+) -> sa.ColumnElement[bool]:
+    """Rows after the cursor in (stamp DESC, key DESC) order: an index range, not a scan.
+
+    Spelled as ``stamp <= x AND (stamp < x OR key < y)`` so the planner sees a bound on the
+    leading index column (a row-value comparison is not used by SQLite's planner).
+    """
+    at, last_id = after
+    return sa.and_(stamp <= at, sa.or_(stamp < at, key < last_id))
+
+
+def dead_letters(
+    conn: Connection, job_id: str | None, limit: int, cursor: str | None
+) -> DeadLetterPage:
+    query = (
+        sa.select(task_runs)
+        .where(task_runs.c.state == TaskRunState.FAILED.value)
+        .order_by(task_runs.c.finished_at.desc(), task_runs.c.id.desc())
+    )
+    if job_id is not None:
+        query = query.where(task_runs.c.job_id == job_id)
+    if cursor is not None:
+        query = query.where(_before(task_runs.c.finished_at, task_runs.c.id, decode_cursor(cursor)))
+    rows = conn.execute(query.limit(limit + 1)).mappings().all()
+    page = [task_run_from_row(r) for r in rows[:limit]]
+    last = page[-1] if len(rows) > limit and page else None
+    next_cursor = encode_cursor(last.finished_at, last.id) if last and last.finished_at else None
+    return DeadLetterPage(task_runs=page, next_cursor=next_cursor)
 
 
 def _state_filter(state: str) -> sa.ColumnElement[bool]:
@@ -112,8 +171,8 @@ def _state_filter(state: str) -> sa.ColumnElement[bool]:
     return runs.c.state == state
 
 
-def encode_cursor(run: Any) -> str:
-    raw = f"{run.logical_date.isoformat()}|{run.id}".encode()
+def encode_cursor(stamp: datetime, row_id: str) -> str:
+    raw = f"{stamp.isoformat()}|{row_id}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 

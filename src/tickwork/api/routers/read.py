@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import AwareDatetime
 
 from tickwork.api.deps import ServicesDep
 from tickwork.api.schemas import (
@@ -16,8 +17,11 @@ from tickwork.api.schemas import (
     RunDetailRead,
     RunPageRead,
 )
+from tickwork.api.schemas.search import DeadLetterPageRead
 from tickwork.app.services import RUN_STATE_FILTERS
 from tickwork.core.errors import ValidationError
+from tickwork.core.model import ScheduleKind
+from tickwork.ports import JobFilter, TimeWindow
 
 router = APIRouter(tags=["read"])
 
@@ -29,12 +33,25 @@ Count = Annotated[int, Query(ge=1, le=1000, description="How many fire times.")]
 
 @router.get("/jobs")
 async def list_jobs(
+    *,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     after: Annotated[str | None, Query(description="Start after this job name.")] = None,
+    prefix: Annotated[str | None, Query(description="Names starting with this.")] = None,
+    tag: Annotated[str | None, Query(description="Jobs carrying this tag.")] = None,
+    paused: Annotated[bool | None, Query(description="Only paused (or unpaused) jobs.")] = None,
+    schedule_kind: Annotated[ScheduleKind | None, Query(description="`now`, `at` or `cron`.")] = (
+        None
+    ),
 ) -> JobPageRead:
-    """Live jobs ordered by name."""
-    return JobPageRead.of(await services.list_jobs(limit=limit, after=after))
+    """Live jobs ordered by name, filtered; pass `next_after` as `after` for the next page."""
+    where = JobFilter(
+        name_prefix=prefix,
+        tag=tag,
+        paused=paused,
+        schedule_kind=schedule_kind.value if schedule_kind else None,
+    )
+    return JobPageRead.of(await services.list_jobs(limit=limit, after=after, where=where))
 
 
 @router.get("/jobs/{name}")
@@ -51,19 +68,44 @@ async def upcoming(name: str, services: ServicesDep, count: Count = 10) -> Fires
     return FiresRead.of(fires, job.schedule.timezone)
 
 
+Instant = Annotated[AwareDatetime | None, Query(description="ISO 8601 with an offset.")]
+
+
 @router.get("/runs")
 async def list_runs(
+    *,
     services: ServicesDep,
     job: Annotated[str | None, Query(description="A job name.")] = None,
     state: Annotated[
         str | None, Query(description=f"One of: {', '.join(RUN_STATE_FILTERS)}.")
     ] = None,
+    logical_from: Instant = None,
+    logical_to: Instant = None,
+    started_from: Instant = None,
+    started_to: Instant = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     cursor: Annotated[str | None, Query(description="`next_cursor` of the last page.")] = None,
 ) -> RunPageRead:
-    """Runs, newest first. `state=dead` lists runs holding a dead-lettered task."""
-    page = await services.list_runs(job=job, state=state, limit=limit, cursor=cursor)
+    """Runs, newest logical date first. `state=dead` lists runs holding a dead-lettered task.
+
+    `*_from` bounds are inclusive, `*_to` bounds exclusive. Keep the other filters the same
+    when passing `cursor`.
+    """
+    window = TimeWindow(logical_from, logical_to, started_from, started_to)
+    page = await services.list_runs(job=job, state=state, limit=limit, cursor=cursor, window=window)
     return RunPageRead.of(page)
+
+
+@router.get("/dead-letters")
+async def dead_letters(
+    services: ServicesDep,
+    job: Annotated[str | None, Query(description="A job name.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the last page.")] = None,
+) -> DeadLetterPageRead:
+    """Task runs that failed their last attempt, newest first. Replay: `POST /runs/{id}/retry`."""
+    page = await services.dead_letters(job=job, limit=limit, cursor=cursor)
+    return DeadLetterPageRead.of(page)
 
 
 @router.get("/runs/{run_id}")

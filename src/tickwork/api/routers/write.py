@@ -11,6 +11,7 @@ from fastapi import APIRouter, Body, Query, status
 
 from tickwork.api.auth import TokenDep, require_task_scope
 from tickwork.api.deps import ServicesDep
+from tickwork.api.idempotency import IdempotentRoute
 from tickwork.api.schemas import (
     JobBatchCreate,
     JobCreate,
@@ -19,8 +20,9 @@ from tickwork.api.schemas import (
     TriggerIn,
 )
 from tickwork.api.schemas.create import user_errors
+from tickwork.api.schemas.update import JobUpdate
 
-router = APIRouter(tags=["write"])
+router = APIRouter(tags=["write"], route_class=IdempotentRoute)
 
 AllowPast = Annotated[
     bool, Query(description="Accept an `at` instant in the past (it runs at once).")
@@ -55,6 +57,20 @@ async def create_jobs(
     return [JobRead.model_validate(j) for j in jobs]
 
 
+@router.patch("/jobs/{name}")
+async def update_job(
+    name: str, body: JobUpdate, services: ServicesDep, allow_past: AllowPast = False
+) -> JobRead:
+    """Change a job for its future runs; runs already created keep their tasks.
+
+    A new cron schedule fires next after now; a new `now`/`at` schedule gets its run as on
+    create. The pause state is kept.
+    """
+    with user_errors([body]):
+        job = await services.update_job(name, body.to_changes(), allow_past=allow_past)
+    return JobRead.model_validate(job)
+
+
 @router.delete("/jobs/{name}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_job(name: str, services: ServicesDep) -> None:
     """Delete a job and cancel its unfinished runs; its history stays readable."""
@@ -65,9 +81,10 @@ async def delete_job(name: str, services: ServicesDep) -> None:
 async def trigger_job(
     name: str, services: ServicesDep, body: Annotated[TriggerIn | None, Body()] = None
 ) -> RunDetailRead:
-    """Run a job now, by hand. A second run for the same logical date is refused (409)."""
-    logical_date = body.logical_date if body else None
-    return RunDetailRead.of(await services.trigger(name, logical_date))
+    """Run a job now, by hand, with optional `params`. A second run for the same logical date
+    is refused (409)."""
+    body = body or TriggerIn()
+    return RunDetailRead.of(await services.trigger(name, body.logical_date, body.params))
 
 
 @router.post("/jobs/{name}/pause")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -185,9 +185,21 @@ class JobBatchCreate(_Input):
 
 
 class TriggerIn(_Input):
-    """A manual run. ``logical_date`` defaults to now; one run per logical date."""
+    """A manual run. ``logical_date`` defaults to now; one run per logical date.
+
+    ``params`` reach python tasks as extra keyword arguments and shell tasks as JSON in the
+    ``TICKWORK_PARAMS`` environment variable; http tasks ignore them.
+    """
 
     logical_date: AwareDatetime | None = None
+    params: dict[str, Any] | None = None
+
+
+class _WithTask(Protocol):
+    """A body that may give one task inline (JobCreate, JobUpdate)."""
+
+    @property
+    def task(self) -> object: ...
 
 
 def _or(value: _T | None, default: _T) -> _T:
@@ -195,7 +207,7 @@ def _or(value: _T | None, default: _T) -> _T:
 
 
 @contextmanager
-def user_errors(bodies: Sequence[JobCreate]) -> Iterator[None]:
+def user_errors(bodies: Sequence[_WithTask]) -> Iterator[None]:
     """Name the fields of core errors as the request spelled them.
 
     The core sees a job's tasks as ``tasks[i].config.x``; a request that sent one ``task``
@@ -207,7 +219,7 @@ def user_errors(bodies: Sequence[JobCreate]) -> Iterator[None]:
         raise ValidationError(_user_field(e.field, bodies), e.reason) from None
 
 
-def _user_field(field: str, bodies: Sequence[JobCreate]) -> str:
+def _user_field(field: str, bodies: Sequence[_WithTask]) -> str:
     field = field.replace(".config.", ".").removesuffix(".config")
     match = _FIRST_TASK.match(field)
     if match is None:

@@ -1,0 +1,59 @@
+"""``JobUpdate``: the body of ``PATCH /jobs/{name}``. Only the fields sent are changed.
+
+Shape is checked here; meaning by the core (``validate_job``), exactly as on create.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from tickwork.api.schemas.create import RetryIn, ScheduleIn, TaskIn, _Input
+from tickwork.core.errors import ValidationError
+
+#: Fields that may be sent as ``null`` to clear them; the others need a value.
+_NULLABLE = frozenset({"timeout"})
+
+
+class JobUpdate(_Input):
+    """Changes to a job, for its future runs. Runs already created keep their tasks.
+
+    Send only what changes. ``task`` or ``tasks`` replaces all tasks; ``retry`` replaces the
+    whole policy (unset fields take the defaults). A new schedule is planned from now.
+    """
+
+    schedule: ScheduleIn | None = None
+    task: TaskIn | None = None
+    tasks: list[TaskIn] | None = None
+    retry: RetryIn | None = None
+    timeout: float | None = Field(None, description="Seconds an attempt may run; null: none.")
+    queue: str | None = None
+    priority: int | None = None
+    catchup: bool | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+
+    def to_changes(self) -> dict[str, Any]:
+        """The fields sent, as core values keyed by ``Job`` field name."""
+        sent = self.model_fields_set
+        for name in sorted(sent - _NULLABLE):
+            if getattr(self, name) is None:
+                raise ValidationError(name, "may not be null; leave it out to keep it")
+        if {"task", "tasks"} <= sent:
+            raise ValidationError("task", "give at most one of `task` or `tasks`")
+        changes: dict[str, Any] = {
+            name: getattr(self, name)
+            for name in sent & {"timeout", "queue", "priority", "catchup", "metadata"}
+        }
+        if self.schedule is not None:
+            changes["schedule"] = self.schedule.to_core()
+        if self.task is not None:
+            changes["tasks"] = (self.task.to_core(),)
+        if self.tasks is not None:
+            changes["tasks"] = tuple(t.to_core() for t in self.tasks)
+        if self.retry is not None:
+            changes["retry"] = self.retry.to_core()
+        if self.tags is not None:
+            changes["tags"] = tuple(self.tags)
+        return changes
