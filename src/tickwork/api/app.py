@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from tickwork import __version__
 from tickwork.api.auth import Security, install_auth, requires
 from tickwork.api.errors import install_error_handlers
+from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from tickwork.api.routers import health, read, tokens, write
 from tickwork.api.schemas import ErrorRead
 from tickwork.app.services import Services
@@ -24,7 +25,9 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
-def create_app(services: Services, *, security: Security | None = None) -> FastAPI:
+def create_app(
+    services: Services, *, security: Security | None = None, max_body: int = DEFAULT_MAX_BODY
+) -> FastAPI:
     """The API over ``services``: write and read routers under ``/api/v1``, plus ``/healthz``.
 
     Every route but ``/healthz`` and ``/readyz`` needs a bearer token (``security``; by
@@ -55,4 +58,6 @@ def create_app(services: Services, *, security: Security | None = None) -> FastA
     app.include_router(health.router)
     install_error_handlers(app)
     install_auth(app, security or Security.over(services))
+    # Outermost: an oversize body is refused before auth, parsing or any write.
+    app.add_middleware(BodyLimit, max_bytes=max_body)
     return app
