@@ -313,10 +313,34 @@ class Client:
         body = {"jobs": jobs}
         return cast(list[JobInfo], self._call("POST", "/jobs/batch", json=body, params=params))
 
-    def list_jobs(self, *, limit: int = 100, after: str | None = None) -> JobPage:
-        """Jobs by name; pass the page's ``next_after`` as ``after`` for more."""
-        params = {"limit": limit, "after": after}
+    def list_jobs(
+        self,
+        *,
+        limit: int = 100,
+        after: str | None = None,
+        prefix: str | None = None,
+        tag: str | None = None,
+        paused: bool | None = None,
+        schedule_kind: Literal["now", "at", "cron"] | None = None,
+    ) -> JobPage:
+        """Jobs by name, filtered; pass the page's ``next_after`` as ``after`` for more."""
+        params = {
+            "limit": limit,
+            "after": after,
+            "prefix": prefix,
+            "tag": tag,
+            "paused": None if paused is None else str(paused).lower(),
+            "schedule_kind": schedule_kind,
+        }
         return cast(JobPage, self._call("GET", "/jobs", params=params))
+
+    def update_job(
+        self, name: str, changes: dict[str, Any], *, allow_past: bool = False
+    ) -> JobInfo:
+        """Change a job for its future runs (``PATCH``): only the fields in ``changes``."""
+        params = {"allow_past": "true" if allow_past else None}
+        path = f"/jobs/{_seg(name)}"
+        return cast(JobInfo, self._call("PATCH", path, json=changes, params=params))
 
     def get_job(self, name: str) -> JobInfo:
         return cast(JobInfo, self._call("GET", f"/jobs/{_seg(name)}"))
@@ -325,9 +349,13 @@ class Client:
         """Delete a job; its unfinished runs are cancelled, its history stays."""
         self._call("DELETE", f"/jobs/{_seg(name)}")
 
-    def trigger(self, name: str, logical_date: str | None = None) -> RunDetail:
-        """Run a job now by hand, for ``logical_date`` (ISO, default now)."""
-        body = {"logical_date": logical_date} if logical_date else None
+    def trigger(
+        self, name: str, logical_date: str | None = None, params: dict[str, Any] | None = None
+    ) -> RunDetail:
+        """Run a job now by hand, for ``logical_date`` (ISO, default now), with ``params``
+        (python tasks: extra kwargs; shell tasks: JSON in ``TICKWORK_PARAMS``)."""
+        given = {"logical_date": logical_date, "params": params}
+        body = {k: v for k, v in given.items() if v is not None} or None
         return cast(RunDetail, self._call("POST", f"/jobs/{_seg(name)}/trigger", json=body))
 
     def pause(self, name: str) -> JobInfo:
@@ -357,10 +385,32 @@ class Client:
         state: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        logical_from: str | None = None,
+        logical_to: str | None = None,
+        started_from: str | None = None,
+        started_to: str | None = None,
     ) -> RunPage:
-        """Runs newest first; ``state="dead"`` lists dead-lettered runs."""
-        params = {"job": job, "state": state, "limit": limit, "cursor": cursor}
+        """Runs newest first; ``state="dead"`` lists dead-lettered runs. ``*_from`` bounds
+        (ISO instants) are inclusive, ``*_to`` exclusive."""
+        params = {
+            "job": job,
+            "state": state,
+            "limit": limit,
+            "cursor": cursor,
+            "logical_from": logical_from,
+            "logical_to": logical_to,
+            "started_from": started_from,
+            "started_to": started_to,
+        }
         return cast(RunPage, self._call("GET", "/runs", params=params))
+
+    def dead_letters(
+        self, *, job: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Task runs that failed their last attempt, newest first (``task_runs``,
+        ``next_cursor``); replay one with ``retry_run(run_id)``."""
+        params = {"job": job, "limit": limit, "cursor": cursor}
+        return cast(dict[str, Any], self._call("GET", "/dead-letters", params=params))
 
     def get_run(self, run_id: str) -> RunDetail:
         return cast(RunDetail, self._call("GET", f"/runs/{_seg(run_id)}"))
