@@ -181,3 +181,65 @@ async def test_reaper_retries_a_zombie_and_dead_letters_on_last_attempt(
     assert detail.run.state is RunState.FAILED
     dead = await sqlite_store.list_runs(state="dead")
     assert [r.id for r in dead.runs] == [nr.run.id]
+
+
+async def test_cron_fire_is_materialized_ahead_and_queued_at_its_instant(
+    sqlite_store: Store,
+) -> None:
+    await add_cron_job(sqlite_store, "every5", catchup=False)
+    broker, clock = MemoryBroker(), FakeClock(utc(2026, 3, 2, 10, 4, 59, 500_000))
+    sched = scheduler(sqlite_store, broker, clock)
+
+    await sched.tick(clock.now)
+    runs = await all_runs(sqlite_store, "every5")
+    assert [(r.logical_date, r.state) for r in runs] == [
+        (utc(2026, 3, 2, 10, 5), RunState.SCHEDULED)
+    ]
+    assert await broker.consume(["default"], 10, 0.05) == []
+
+    clock.now = utc(2026, 3, 2, 10, 5)
+    await sched.tick(clock.now)
+    assert len(await broker.consume(["default"], 10, 0.1)) == 1
+    assert [r.state for r in await all_runs(sqlite_store, "every5")] == [RunState.QUEUED]
+
+
+async def test_pausing_gives_fires_created_ahead_back_to_the_schedule(sqlite_store: Store) -> None:
+    await add_cron_job(sqlite_store, "every5", catchup=False)
+    broker, clock = MemoryBroker(), FakeClock(utc(2026, 3, 2, 10, 4, 59, 500_000))
+    sched = scheduler(sqlite_store, broker, clock)
+    await sched.tick(clock.now)  # 10:05 created ahead, not yet due
+    job = await sqlite_store.get_job("every5")
+    assert job is not None
+
+    await sqlite_store.set_paused(job.id, True, clock.now)
+    clock.now = utc(2026, 3, 2, 10, 12)
+    await sched.tick(clock.now)
+    assert await all_runs(sqlite_store, "every5") == []
+    paused = await sqlite_store.get_job("every5")
+    assert paused is not None and paused.next_fire_at == utc(2026, 3, 2, 10, 5)
+
+    await sqlite_store.set_paused(job.id, False, clock.now)
+    await sched.tick(clock.now)
+    runs = await all_runs(sqlite_store, "every5")
+    assert [(r.logical_date.minute, r.state) for r in runs] == [
+        (5, RunState.SKIPPED),
+        (10, RunState.QUEUED),
+    ]
+
+
+async def test_a_paused_jobs_at_run_waits_until_resumed(sqlite_store: Store) -> None:
+    at = utc(2026, 3, 2, 10, 30)
+    job = make_job("once", now=T0, schedule=Schedule(kind=ScheduleKind.AT, at=at))
+    first = new_run(job, at, trigger=RunTrigger.SCHEDULE, now=T0, make_id=new_id)
+    await sqlite_store.create_jobs([(job, [first])])
+    await sqlite_store.set_paused(job.id, True, T0)
+    broker, clock = MemoryBroker(), FakeClock(utc(2026, 3, 2, 10, 31))
+    sched = scheduler(sqlite_store, broker, clock)
+
+    await sched.tick(clock.now)
+    assert await broker.consume(["default"], 10, 0.05) == []
+    assert await sqlite_store.next_due_at() is None  # nothing to wake up for
+
+    await sqlite_store.set_paused(job.id, False, clock.now)
+    await sched.tick(clock.now)
+    assert len(await broker.consume(["default"], 10, 0.1)) == 1

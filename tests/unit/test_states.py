@@ -125,3 +125,19 @@ def test_a_run_with_a_running_task_run_is_running_whatever_the_others(
 ) -> None:
     # The store's claim relies on this to mark runs running without reading siblings.
     assert derive_run_state([TaskRunState.RUNNING, *others]) is RunState.RUNNING
+
+
+_BEFORE_QUEUED = st.sets(st.sampled_from([TaskRunState.PENDING, TaskRunState.SCHEDULED]))
+
+
+@given(_BEFORE_QUEUED, st.sets(st.sampled_from(TaskRunState)))
+def test_queueing_a_task_run_moves_a_scheduled_run_to_queued_and_leaves_others(
+    resting: set[TaskRunState], others: set[TaskRunState]
+) -> None:
+    # The store's mark_queued relies on this to update runs without reading siblings:
+    # a scheduled run becomes queued; a run in any other state keeps its state.
+    if derive_run_state([TaskRunState.SCHEDULED, *resting]) is RunState.SCHEDULED:
+        assert derive_run_state([TaskRunState.QUEUED, *resting]) is RunState.QUEUED
+    before = derive_run_state([TaskRunState.SCHEDULED, *others])
+    if before is not RunState.SCHEDULED:
+        assert derive_run_state([TaskRunState.QUEUED, *others]) is before

@@ -25,6 +25,10 @@ log = logging.getLogger("tickwork.scheduler")
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     max_sleep: float = 1.0  # seconds; the longest the loop sleeps without looking
+    # Cron fires are materialized this long before they are due (as `scheduled` task runs),
+    # so that at the fire itself only the queueing is left: many jobs firing at the same
+    # instant cost one small batch update then, not their planning and inserts.
+    lookahead: float = 1.0
     batch: int = 500  # rows per store call
     heartbeat_timeout: float = 15.0  # a running task run silent this long is a zombie
     resend_after: float = 30.0  # a queued task run unclaimed this long is re-published
@@ -81,9 +85,10 @@ class Scheduler:
 
     async def materialize_due(self, now: datetime) -> int:
         """Create the runs of every cron fire due by ``now``; returns how many jobs were due."""
-        jobs = await self._store.due_cron_jobs(now, self._config.batch)
+        horizon = now + timedelta(seconds=self._config.lookahead)
+        jobs = await self._store.due_cron_jobs(horizon, self._config.batch)
         if jobs:
-            plans = [self._plan(job, now) for job in jobs]
+            plans = [self._plan(job, now, horizon) for job in jobs]
             queued = await self._store.materialize_many(plans)
             await self._broker.publish(deliveries(queued))
         return len(jobs)
@@ -125,9 +130,9 @@ class Scheduler:
         await self._broker.publish(deliveries(lost))
         return len(lost)
 
-    def _plan(self, job: Job, now: datetime) -> Materialization:
+    def _plan(self, job: Job, now: datetime, horizon: datetime) -> Materialization:
         assert job.next_fire_at is not None  # due_cron_jobs only returns jobs with one
-        plan = plan_fires(job, now, max_runs=self._config.batch)
+        plan = plan_fires(job, horizon, max_runs=self._config.batch)
         runs: list[NewRun] = [
             new_run(
                 job,
@@ -135,7 +140,8 @@ class Scheduler:
                 trigger=trigger,
                 now=now,
                 make_id=self._make_id,
-                state=TaskRunState.QUEUED,
+                # Due already: straight to the workers. Due soon: the dispatcher queues it.
+                state=TaskRunState.QUEUED if fire <= now else TaskRunState.SCHEDULED,
             )
             for fire, trigger in plan.runs
         ]
@@ -152,7 +158,11 @@ class Scheduler:
         return False
 
     async def _next_wake(self, now: datetime) -> float:
-        candidates = [await self._store.next_fire_at(), await self._store.next_due_at()]
+        next_fire, next_due = await asyncio.gather(
+            self._store.next_fire_at(), self._store.next_due_at()
+        )
+        ahead = timedelta(seconds=self._config.lookahead)
+        candidates = [next_fire - ahead if next_fire else None, next_due]
         delay = self._config.max_sleep
         for at in candidates:
             if at is not None:

@@ -19,16 +19,20 @@ from tickwork.ports import TaskKey
 from tickwork.store.common import chunked, key_in, param
 from tickwork.store.rows import task_run_from_row
 from tickwork.store.runs import refresh_runs
-from tickwork.store.schema import attempts, runs, task_runs
+from tickwork.store.schema import attempts, jobs, runs, task_runs
 
 S = TaskRunState
 _DISPATCHABLE = [s.value for s in DISPATCHABLE]
 
 
+#: Task runs of paused jobs wait: pausing a job stops new runs, including its `at` run.
+_NOT_PAUSED = task_runs.c.job_id.not_in(sa.select(jobs.c.id).where(jobs.c.paused))
+
+
 def due_task_runs(conn: Connection, until: datetime, limit: int) -> list[TaskRun]:
     query = (
         sa.select(task_runs)
-        .where(task_runs.c.state.in_(_DISPATCHABLE), task_runs.c.due_at <= until)
+        .where(task_runs.c.state.in_(_DISPATCHABLE), task_runs.c.due_at <= until, _NOT_PAUSED)
         .order_by(task_runs.c.priority.desc(), task_runs.c.due_at, task_runs.c.id)
         .limit(limit)
     )
@@ -37,7 +41,9 @@ def due_task_runs(conn: Connection, until: datetime, limit: int) -> list[TaskRun
 
 def next_due_at(conn: Connection) -> datetime | None:
     earliest: datetime | None = conn.scalar(
-        sa.select(sa.func.min(task_runs.c.due_at)).where(task_runs.c.state.in_(_DISPATCHABLE))
+        sa.select(sa.func.min(task_runs.c.due_at)).where(
+            task_runs.c.state.in_(_DISPATCHABLE), _NOT_PAUSED
+        )
     )
     return earliest
 
@@ -95,7 +101,17 @@ def _update_returning(
 
 def mark_queued(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
     where = task_runs.c.state.in_(_DISPATCHABLE)
-    return _move(conn, keys, where, {"state": S.QUEUED.value, "queued_at": now}, now)
+    won = _update_returning(conn, keys, where, {"state": S.QUEUED.value, "queued_at": now})
+    # A ``scheduled`` run has no queued, running or finished task run; with one queued it
+    # is ``queued``. A run in any other state keeps it (``derive_run_state``; a unit test
+    # holds that), so no sibling needs reading.
+    for chunk in chunked(sorted({tr.run_id for tr in won})):
+        conn.execute(
+            sa.update(runs)
+            .where(runs.c.id.in_(chunk), runs.c.state == RunState.SCHEDULED.value)
+            .values(state=RunState.QUEUED.value)
+        )
+    return won
 
 
 def claim(

@@ -16,7 +16,7 @@ from tickwork.ports import JobFilter
 from tickwork.store.common import chunked
 from tickwork.store.rows import job_from_row, job_to_row, task_from_row, task_to_row
 from tickwork.store.runs import cancel_task_runs, insert_new_runs, insert_runs
-from tickwork.store.schema import jobs, task_runs, tasks
+from tickwork.store.schema import jobs, runs, task_runs, tasks
 
 LIVE = jobs.c.deleted_at.is_(None)
 
@@ -148,7 +148,35 @@ def set_paused(conn: Connection, job_id: str, paused: bool, now: datetime) -> bo
     result = conn.execute(
         sa.update(jobs).where(jobs.c.id == job_id, LIVE).values(paused=paused, updated_at=now)
     )
+    if result.rowcount and paused:
+        _unmaterialize_ahead(conn, job_id, now)
     return result.rowcount > 0
+
+
+def _unmaterialize_ahead(conn: Connection, job_id: str, now: datetime) -> None:
+    """Give cron fires the scheduler created ahead of time (not due yet) back to the schedule.
+
+    A paused job runs nothing new; on resume its catch-up rule applies to these fires like
+    to any other fire that came due while it was paused.
+    """
+    ahead = conn.execute(
+        sa.select(runs.c.id, runs.c.logical_date)
+        .join(jobs, jobs.c.id == runs.c.job_id)
+        .where(
+            runs.c.job_id == job_id,
+            jobs.c.schedule_kind == "cron",
+            runs.c.state == "scheduled",
+            runs.c.trigger == "schedule",
+            runs.c.logical_date > now,
+        )
+    ).all()
+    if not ahead:
+        return
+    run_ids = [row.id for row in ahead]
+    conn.execute(sa.delete(task_runs).where(task_runs.c.run_id.in_(run_ids)))
+    conn.execute(sa.delete(runs).where(runs.c.id.in_(run_ids)))
+    earliest = min(row.logical_date for row in ahead)
+    conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(next_fire_at=earliest))
 
 
 def delete_job(conn: Connection, job_id: str, now: datetime) -> list[TaskRun]:
@@ -167,6 +195,21 @@ def materialize(
     new_next: datetime | None,
     new_runs: Sequence[NewRun],
 ) -> list[TaskRun]:
+    if not advance_next_fire(conn, job_id, expected_next, new_next, new_runs):
+        return []
+    inserted = insert_new_runs(conn, new_runs)
+    return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]
+
+
+def advance_next_fire(
+    conn: Connection,
+    job_id: str,
+    expected_next: datetime,
+    new_next: datetime | None,
+    new_runs: Sequence[NewRun],
+) -> bool:
+    """Move the job's next fire on, if it is still ``expected_next``; False if another
+    scheduler advanced it first (or the job was deleted): then its runs must not be inserted."""
     last_fire = max((n.run.logical_date for n in new_runs), default=None)
     result = conn.execute(
         sa.update(jobs)
@@ -176,8 +219,4 @@ def materialize(
             last_fire_at=jobs.c.last_fire_at if last_fire is None else last_fire,
         )
     )
-    if result.rowcount == 0:
-        # Another scheduler advanced this job first (or it was deleted): nothing to do.
-        return []
-    inserted = insert_new_runs(conn, new_runs)
-    return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]
+    return bool(result.rowcount)

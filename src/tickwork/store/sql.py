@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskRun
+from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskRun, TaskRunState
 from tickwork.ports import (
     DeadLetterPage,
     JobFilter,
@@ -131,13 +131,17 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
 
     async def materialize_many(self, items: Sequence[Materialization]) -> list[TaskRun]:
         def work(conn: Connection) -> list[TaskRun]:
-            return [
-                task_run
+            # Each job's advance stays conditional; the runs of the winners go in together.
+            won = [
+                new_run
                 for item in items
-                for task_run in jobs.materialize(
+                if jobs.advance_next_fire(
                     conn, item.job_id, item.expected_next, item.new_next, item.runs
                 )
+                for new_run in item.runs
             ]
+            inserted = run_queries.insert_new_runs(conn, won)
+            return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]
 
         return await self._write(work)
 
