@@ -66,7 +66,7 @@ def claim_key(
         "expires_at": expires_at,
     }
     stmt = insert_ignoring_duplicates(conn, keys, ["token_id", "key"]).values(**row)
-    if conn.execute(stmt).rowcount == 1:
+    if conn.execute(stmt.returning(keys.c.key)).first() is not None:
         return None
     query = sa.select(keys.c.request_hash, keys.c.status, keys.c.response)
     held = conn.execute(query.where(_this(token_id, key))).one()
