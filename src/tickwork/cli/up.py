@@ -15,7 +15,11 @@ _DEFAULTS = EmbeddedSettings()
 
 def up(
     data_dir: Annotated[
-        Path, typer.Option(help="Where the SQLite database lives.")
+        Path,
+        typer.Option(
+            envvar="TICKWORK_DATA_DIR",
+            help="Where the SQLite database and the first admin token (admin.token) live.",
+        ),
     ] = _DEFAULTS.data_dir,
     host: Annotated[str, typer.Option(help="Address the HTTP API listens on.")] = _DEFAULTS.host,
     port: Annotated[int, typer.Option(help="Port of the HTTP API.")] = _DEFAULTS.port,
