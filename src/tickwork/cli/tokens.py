@@ -26,7 +26,7 @@ def token_option(
         str | None,
         typer.Option(
             "--token",
-            help="Bearer token [default: $TICKWORK_TOKEN, else ./.tickwork/admin.token].",
+            help="Bearer token (default: $TICKWORK_TOKEN, else ./.tickwork/admin.token).",
             show_default=False,
         ),
     ] = None,
