@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
@@ -38,7 +38,7 @@ _HEADER_DOC: dict[str, Any] = {
     "response; the same key with another body is a 409. Kept 24 h by default.",
 }
 
-Handler = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 class IdempotentRoute(APIRoute):
