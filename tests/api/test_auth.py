@@ -171,3 +171,21 @@ async def test_readyz_answers_without_a_token(app: FastAPI) -> None:
     r = await _call(app, "GET", "/readyz", None)
     assert r.status_code == 200
     assert r.json()["status"] == "ready"
+
+
+async def test_patch_of_a_code_job_or_into_one_needs_admin(
+    api: httpx2.AsyncClient, app: FastAPI, secrets: dict[Scope | None, str | None]
+) -> None:
+    assert (await api.post("/api/v1/jobs", json=_job("web", HTTP))).status_code == 201
+    assert (await api.post("/api/v1/jobs", json=_job("sh", SHELL))).status_code == 201
+    transport = httpx2.ASGITransport(app=app)
+    headers = {"Authorization": f"Bearer {secrets[Scope.WRITE]}"}
+    async with httpx2.AsyncClient(
+        transport=transport, base_url="http://t.test", headers=headers
+    ) as writer:
+        assert (await writer.patch("/api/v1/jobs/web", json={"priority": 3})).status_code == 200
+        r = await writer.patch("/api/v1/jobs/web", json={"task": SHELL})
+        assert r.status_code == 403, r.text
+        r = await writer.patch("/api/v1/jobs/sh", json={"priority": 3})
+        assert r.status_code == 403, r.text
+    assert (await api.patch("/api/v1/jobs/web", json={"task": SHELL})).status_code == 200

@@ -178,6 +178,7 @@ class Services:
         runs: list[NewRun] = []
         if rescheduled:
             job, runs = self._first_runs(job, now)
+        await self.check_targets([job])
         if not await self.store.update_job(job, current.updated_at, rescheduled, runs):
             raise Conflict("job", f"job {name!r} changed meanwhile; read it again and retry")
         await self._after_create(runs)

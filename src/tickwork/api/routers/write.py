@@ -59,15 +59,24 @@ async def create_jobs(
 
 @router.patch("/jobs/{name}")
 async def update_job(
-    name: str, body: JobUpdate, services: ServicesDep, allow_past: AllowPast = False
+    name: str,
+    body: JobUpdate,
+    services: ServicesDep,
+    token: TokenDep,
+    allow_past: AllowPast = False,
 ) -> JobRead:
     """Change a job for its future runs; runs already created keep their tasks.
 
     A new cron schedule fires next after now; a new `now`/`at` schedule gets its run as on
-    create. The pause state is kept.
+    create. The pause state is kept. A job with `shell` or `python` tasks (before or after
+    the change) needs an `admin` token.
     """
     with user_errors([body]):
-        job = await services.update_job(name, body.to_changes(), allow_past=allow_past)
+        changes = body.to_changes()
+        current = await services.get_job(name)
+        kinds = [t.kind for t in (*current.tasks, *changes.get("tasks", ()))]
+        require_task_scope(token, kinds)
+        job = await services.update_job(name, changes, allow_past=allow_past)
     return JobRead.model_validate(job)
 
 
