@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.core.model import Outcome, RunState, TaskRun, TaskRunState
-from tickwork.core.states import DISPATCHABLE, can_transition
+from tickwork.core.states import DISPATCHABLE, TERMINAL, can_transition, derive_run_state
 from tickwork.ports import TaskKey
 from tickwork.store.common import chunked, key_in, param
 from tickwork.store.rows import task_run_from_row
@@ -189,15 +189,57 @@ def complete(conn: Connection, outcomes: Sequence[Outcome]) -> list[str]:
         return []
     conn.execute(_COMPLETE_UPDATE, [_completion(row, o) for row, o in applied])
     conn.execute(attempts.insert(), [_attempt_row(row, o) for row, o in applied])
+    alone = [(row, o) for row, o in applied if row["siblings"] == 1]
+    _set_single_task_runs(conn, alone)
     finished = max(o.finished_at for _, o in applied)
-    refresh_runs(conn, [row["run_id"] for row, _ in applied], finished)
+    refresh_runs(conn, [row["run_id"] for row, _ in applied if row["siblings"] != 1], finished)
     return [row["id"] for row, _ in applied]
 
 
-#: What completion reads of a task run (not the JSON spec columns: decoding them is wasted).
-_COMPLETE_COLUMNS = tuple(
-    task_runs.c[name]
-    for name in ("id", "attempt", "run_id", "due_at", "started_at", "heartbeat_at", "worker_id")
+def _set_single_task_runs(conn: Connection, applied: Sequence[tuple[RowMapping, Outcome]]) -> None:
+    """A run with one task run takes its state straight from the outcome: no sibling reads."""
+    if not applied:
+        return
+    conn.execute(_SINGLE_RUN_UPDATE, [_single_run_state(row, o) for row, o in applied])
+
+
+def _single_run_state(row: RowMapping, o: Outcome) -> dict[str, Any]:
+    state = derive_run_state([o.state])
+    return {
+        "p_key_id": row["run_id"],
+        "p_state": state.value,
+        "p_started_at": o.started_at or row["started_at"],
+        "p_finished_at": o.finished_at if state in _RUN_FINISHED else None,
+    }
+
+
+_RUN_FINISHED = frozenset(derive_run_state([s]) for s in TERMINAL)
+
+_SINGLE_RUN_UPDATE = (
+    sa.update(runs)
+    .where(runs.c.id == sa.bindparam("p_key_id"))
+    .values(
+        state=param(runs.c.state),
+        # The run started when its first attempt did; a retry keeps that.
+        started_at=sa.func.coalesce(runs.c.started_at, param(runs.c.started_at)),
+        finished_at=param(runs.c.finished_at),
+    )
+)
+
+
+_siblings = sa.alias(task_runs, "siblings")
+
+#: What completion reads of a task run (not the JSON spec columns: decoding them is wasted),
+#: and how many task runs its run has (one: the run's state follows from the outcome alone).
+_COMPLETE_COLUMNS = (
+    *(
+        task_runs.c[name]
+        for name in ("id", "attempt", "run_id", "due_at", "started_at", "heartbeat_at", "worker_id")
+    ),
+    sa.select(sa.func.count())
+    .where(_siblings.c.run_id == task_runs.c.run_id)
+    .scalar_subquery()
+    .label("siblings"),
 )
 
 _COMPLETE_UPDATE = (
