@@ -1,6 +1,6 @@
-"""The Python SDK: a typed, synchronous client of the tickwork HTTP API.
+"""The Python SDK: typed clients of the tickwork HTTP API, synchronous and asynchronous.
 
-    from tickwork.sdk import Client
+    from tickwork import Client
 
     with Client("http://127.0.0.1:8080") as tw:
         tw.create_job({
@@ -11,14 +11,34 @@
         for run in tw.list_runs(job="hello")["runs"]:
             print(run["id"], run["state"])
 
+``AsyncClient`` has the same methods, each awaited (``async with AsyncClient(...) as tw:``).
 Results are the API's JSON as typed dicts; instants are ISO 8601 strings in UTC. Errors the
 API reports raise ``ApiError``; a server that cannot be reached raises ``Unreachable``.
+
+Each operation is written once, as a function that describes its request (a ``Call``); the
+``operation`` descriptor hands that description to the client's transport, sync or async, so
+the two clients cannot drift apart.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, NotRequired, Required, Self, TypedDict, cast
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    NotRequired,
+    ParamSpec,
+    Required,
+    Self,
+    TypedDict,
+    TypeVar,
+    cast,
+    overload,
+)
 from urllib.parse import quote
 
 import httpx2
@@ -262,10 +282,249 @@ class Unreachable(ClientError):
         self.url = url
 
 
-# -- client -----------------------------------------------------------------------------------
+# -- requests ---------------------------------------------------------------------------------
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
-class Client:
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request, described: what to send and which part of the answer is the result."""
+
+    method: str
+    path: str
+    json: Any = None
+    params: dict[str, Any] | None = None
+    prefix: str = API_PREFIX
+    #: The key of the JSON object that holds the result (``None``: the whole body).
+    pick: str | None = None
+
+    def query(self) -> dict[str, Any]:
+        return {k: v for k, v in (self.params or {}).items() if v is not None}
+
+    def result(self, response: httpx2.Response) -> T:
+        if response.status_code >= 400:
+            raise _api_error(response)
+        body: Any = None if response.status_code == 204 else response.json()
+        return cast(T, body[self.pick] if self.pick else body)
+
+
+class operation(Generic[P, T]):
+    """Turns a function that describes a request into a method of both clients: on a
+    ``Client`` it returns the result, on an ``AsyncClient`` an awaitable of it."""
+
+    def __init__(self, describe: Callable[P, Call[T]]) -> None:
+        self._describe = describe
+        self.__doc__ = describe.__doc__
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(self, client: Client, owner: type[Any]) -> Callable[P, T]: ...
+    @overload
+    def __get__(self, client: AsyncClient, owner: type[Any]) -> Callable[P, Awaitable[T]]: ...
+    def __get__(
+        self, client: Client | AsyncClient | None, owner: type[Any]
+    ) -> Self | Callable[P, T] | Callable[P, Awaitable[T]]:
+        if client is None:
+            return self
+        describe, send = self._describe, client._send
+        if isinstance(client, AsyncClient):
+            send_async = client._send
+
+            @functools.wraps(describe)
+            async def awaited(*args: P.args, **kwargs: P.kwargs) -> T:
+                return await send_async(describe(*args, **kwargs))
+
+            return awaited
+
+        @functools.wraps(describe)
+        def called(*args: P.args, **kwargs: P.kwargs) -> T:
+            return cast(T, send(describe(*args, **kwargs)))
+
+        return called
+
+
+def _flag(value: bool) -> str | None:
+    return "true" if value else None
+
+
+# -- operations -------------------------------------------------------------------------------
+
+
+class _Operations:
+    """Every API operation, each described once; ``Client`` and ``AsyncClient`` send them."""
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    @operation
+    def create_job(job: JobInput, *, allow_past: bool = False) -> Call[JobInfo]:
+        """Create a job; a ``now`` job is queued at once. ``allow_past`` accepts a past ``at``."""
+        return Call("POST", "/jobs", json=job, params={"allow_past": _flag(allow_past)})
+
+    @operation
+    def create_jobs(jobs: list[JobInput], *, allow_past: bool = False) -> Call[list[JobInfo]]:
+        """Create up to 1000 jobs in one transaction: all of them or none."""
+        params = {"allow_past": _flag(allow_past)}
+        return Call("POST", "/jobs/batch", json={"jobs": jobs}, params=params)
+
+    @operation
+    def list_jobs(
+        *,
+        limit: int = 100,
+        after: str | None = None,
+        prefix: str | None = None,
+        tag: str | None = None,
+        paused: bool | None = None,
+        schedule_kind: Literal["now", "at", "cron"] | None = None,
+    ) -> Call[JobPage]:
+        """Jobs by name, filtered; pass the page's ``next_after`` as ``after`` for more."""
+        params = {
+            "limit": limit,
+            "after": after,
+            "prefix": prefix,
+            "tag": tag,
+            "paused": None if paused is None else str(paused).lower(),
+            "schedule_kind": schedule_kind,
+        }
+        return Call("GET", "/jobs", params=params)
+
+    @operation
+    def update_job(
+        name: str, changes: dict[str, Any], *, allow_past: bool = False
+    ) -> Call[JobInfo]:
+        """Change a job for its future runs (``PATCH``): only the fields in ``changes``."""
+        params = {"allow_past": _flag(allow_past)}
+        return Call("PATCH", f"/jobs/{_seg(name)}", json=changes, params=params)
+
+    @operation
+    def get_job(name: str) -> Call[JobInfo]:
+        return Call("GET", f"/jobs/{_seg(name)}")
+
+    @operation
+    def delete_job(name: str) -> Call[None]:
+        """Delete a job; its unfinished runs are cancelled, its history stays."""
+        return Call("DELETE", f"/jobs/{_seg(name)}")
+
+    @operation
+    def trigger(
+        name: str, logical_date: str | None = None, params: dict[str, Any] | None = None
+    ) -> Call[RunDetail]:
+        """Run a job now by hand, for ``logical_date`` (ISO, default now), with ``params``
+        (python tasks: extra kwargs; shell tasks: JSON in ``TICKWORK_PARAMS``)."""
+        given = {"logical_date": logical_date, "params": params}
+        body = {k: v for k, v in given.items() if v is not None} or None
+        return Call("POST", f"/jobs/{_seg(name)}/trigger", json=body)
+
+    @operation
+    def pause(name: str) -> Call[JobInfo]:
+        return Call("POST", f"/jobs/{_seg(name)}/pause")
+
+    @operation
+    def resume(name: str) -> Call[JobInfo]:
+        return Call("POST", f"/jobs/{_seg(name)}/resume")
+
+    @operation
+    def upcoming(name: str, count: int = 10) -> Call[Fires]:
+        """The job's next fire times."""
+        return Call("GET", f"/jobs/{_seg(name)}/upcoming", params={"count": count})
+
+    @operation
+    def preview(
+        cron: str, tz: str = "UTC", count: int = 10, after: str | None = None
+    ) -> Call[Fires]:
+        """Fire times of a cron expression, computed by the server. Creates nothing."""
+        params = {"cron": cron, "tz": tz, "count": count, "from": after}
+        return Call("GET", "/schedule/preview", params=params)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    @operation
+    def list_runs(
+        *,
+        job: str | None = None,
+        state: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        logical_from: str | None = None,
+        logical_to: str | None = None,
+        started_from: str | None = None,
+        started_to: str | None = None,
+    ) -> Call[RunPage]:
+        """Runs newest first; ``state="dead"`` lists dead-lettered runs. ``*_from`` bounds
+        (ISO instants) are inclusive, ``*_to`` exclusive."""
+        params = {
+            "job": job,
+            "state": state,
+            "limit": limit,
+            "cursor": cursor,
+            "logical_from": logical_from,
+            "logical_to": logical_to,
+            "started_from": started_from,
+            "started_to": started_to,
+        }
+        return Call("GET", "/runs", params=params)
+
+    @operation
+    def dead_letters(
+        *, job: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Call[dict[str, Any]]:
+        """Task runs that failed their last attempt, newest first (``task_runs``,
+        ``next_cursor``); replay one with ``retry_run(run_id)``."""
+        params = {"job": job, "limit": limit, "cursor": cursor}
+        return Call("GET", "/dead-letters", params=params)
+
+    @operation
+    def get_run(run_id: str) -> Call[RunDetail]:
+        return Call("GET", f"/runs/{_seg(run_id)}")
+
+    @operation
+    def cancel_run(run_id: str) -> Call[RunDetail]:
+        return Call("POST", f"/runs/{_seg(run_id)}/cancel")
+
+    @operation
+    def retry_run(run_id: str) -> Call[RunDetail]:
+        """Replay a run's failed (dead-lettered) or cancelled tasks."""
+        return Call("POST", f"/runs/{_seg(run_id)}/retry")
+
+    @operation
+    def logs(
+        run_id: str, *, task: str | None = None, after_seq: int = -1, limit: int = 1000
+    ) -> Call[Logs]:
+        """Output after ``after_seq``; poll with ``next_after_seq`` until ``finished``."""
+        params = {"task": task, "after_seq": after_seq, "limit": limit}
+        return Call("GET", f"/runs/{_seg(run_id)}/logs", params=params)
+
+    # -- tokens (admin) ----------------------------------------------------------------------
+
+    @operation
+    def create_token(name: str, scope: Literal["read", "write", "admin"]) -> Call[TokenSecret]:
+        """A new token; its ``secret`` is in this result only."""
+        return Call("POST", "/tokens", json={"name": name, "scope": scope})
+
+    @operation
+    def list_tokens() -> Call[list[TokenInfo]]:
+        """Every token (never a secret), revoked ones included."""
+        return Call("GET", "/tokens", pick="tokens")
+
+    @operation
+    def revoke_token(id_or_name: str) -> Call[TokenInfo]:
+        return Call("DELETE", f"/tokens/{_seg(id_or_name)}")
+
+    @operation
+    def health() -> Call[dict[str, str]]:
+        return Call("GET", "/healthz", prefix="")
+
+
+# -- clients ----------------------------------------------------------------------------------
+
+
+def _headers(token: str | None) -> dict[str, str] | None:
+    return {"Authorization": f"Bearer {token}"} if token else None
+
+
+class Client(_Operations):
     """A synchronous client of one tickwork server. Use it as a context manager, or ``close()``.
 
     ``token`` is a bearer token (``tw_...``); every route but the health checks needs one.
@@ -281,9 +540,8 @@ class Client:
         transport: httpx2.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
-        headers = {"Authorization": f"Bearer {token}"} if token else None
         self._http = httpx2.Client(
-            base_url=self.url, timeout=timeout, transport=transport, headers=headers
+            base_url=self.url, timeout=timeout, transport=transport, headers=_headers(token)
         )
 
     def __enter__(self) -> Self:
@@ -300,171 +558,58 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    # -- jobs -------------------------------------------------------------------------------
-
-    def create_job(self, job: JobInput, *, allow_past: bool = False) -> JobInfo:
-        """Create a job; a ``now`` job is queued at once. ``allow_past`` accepts a past ``at``."""
-        params = {"allow_past": "true"} if allow_past else None
-        return cast(JobInfo, self._call("POST", "/jobs", json=job, params=params))
-
-    def create_jobs(self, jobs: list[JobInput], *, allow_past: bool = False) -> list[JobInfo]:
-        """Create up to 1000 jobs in one transaction: all of them or none."""
-        params = {"allow_past": "true"} if allow_past else None
-        body = {"jobs": jobs}
-        return cast(list[JobInfo], self._call("POST", "/jobs/batch", json=body, params=params))
-
-    def list_jobs(
-        self,
-        *,
-        limit: int = 100,
-        after: str | None = None,
-        prefix: str | None = None,
-        tag: str | None = None,
-        paused: bool | None = None,
-        schedule_kind: Literal["now", "at", "cron"] | None = None,
-    ) -> JobPage:
-        """Jobs by name, filtered; pass the page's ``next_after`` as ``after`` for more."""
-        params = {
-            "limit": limit,
-            "after": after,
-            "prefix": prefix,
-            "tag": tag,
-            "paused": None if paused is None else str(paused).lower(),
-            "schedule_kind": schedule_kind,
-        }
-        return cast(JobPage, self._call("GET", "/jobs", params=params))
-
-    def update_job(
-        self, name: str, changes: dict[str, Any], *, allow_past: bool = False
-    ) -> JobInfo:
-        """Change a job for its future runs (``PATCH``): only the fields in ``changes``."""
-        params = {"allow_past": "true" if allow_past else None}
-        path = f"/jobs/{_seg(name)}"
-        return cast(JobInfo, self._call("PATCH", path, json=changes, params=params))
-
-    def get_job(self, name: str) -> JobInfo:
-        return cast(JobInfo, self._call("GET", f"/jobs/{_seg(name)}"))
-
-    def delete_job(self, name: str) -> None:
-        """Delete a job; its unfinished runs are cancelled, its history stays."""
-        self._call("DELETE", f"/jobs/{_seg(name)}")
-
-    def trigger(
-        self, name: str, logical_date: str | None = None, params: dict[str, Any] | None = None
-    ) -> RunDetail:
-        """Run a job now by hand, for ``logical_date`` (ISO, default now), with ``params``
-        (python tasks: extra kwargs; shell tasks: JSON in ``TICKWORK_PARAMS``)."""
-        given = {"logical_date": logical_date, "params": params}
-        body = {k: v for k, v in given.items() if v is not None} or None
-        return cast(RunDetail, self._call("POST", f"/jobs/{_seg(name)}/trigger", json=body))
-
-    def pause(self, name: str) -> JobInfo:
-        return cast(JobInfo, self._call("POST", f"/jobs/{_seg(name)}/pause"))
-
-    def resume(self, name: str) -> JobInfo:
-        return cast(JobInfo, self._call("POST", f"/jobs/{_seg(name)}/resume"))
-
-    def upcoming(self, name: str, count: int = 10) -> Fires:
-        """The job's next fire times."""
-        path = f"/jobs/{_seg(name)}/upcoming"
-        return cast(Fires, self._call("GET", path, params={"count": count}))
-
-    def preview(
-        self, cron: str, tz: str = "UTC", count: int = 10, after: str | None = None
-    ) -> Fires:
-        """Fire times of a cron expression, computed by the server. Creates nothing."""
-        params = {"cron": cron, "tz": tz, "count": count, "from": after}
-        return cast(Fires, self._call("GET", "/schedule/preview", params=params))
-
-    # -- runs -------------------------------------------------------------------------------
-
-    def list_runs(
-        self,
-        *,
-        job: str | None = None,
-        state: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-        logical_from: str | None = None,
-        logical_to: str | None = None,
-        started_from: str | None = None,
-        started_to: str | None = None,
-    ) -> RunPage:
-        """Runs newest first; ``state="dead"`` lists dead-lettered runs. ``*_from`` bounds
-        (ISO instants) are inclusive, ``*_to`` exclusive."""
-        params = {
-            "job": job,
-            "state": state,
-            "limit": limit,
-            "cursor": cursor,
-            "logical_from": logical_from,
-            "logical_to": logical_to,
-            "started_from": started_from,
-            "started_to": started_to,
-        }
-        return cast(RunPage, self._call("GET", "/runs", params=params))
-
-    def dead_letters(
-        self, *, job: str | None = None, limit: int = 50, cursor: str | None = None
-    ) -> dict[str, Any]:
-        """Task runs that failed their last attempt, newest first (``task_runs``,
-        ``next_cursor``); replay one with ``retry_run(run_id)``."""
-        params = {"job": job, "limit": limit, "cursor": cursor}
-        return cast(dict[str, Any], self._call("GET", "/dead-letters", params=params))
-
-    def get_run(self, run_id: str) -> RunDetail:
-        return cast(RunDetail, self._call("GET", f"/runs/{_seg(run_id)}"))
-
-    def cancel_run(self, run_id: str) -> RunDetail:
-        return cast(RunDetail, self._call("POST", f"/runs/{_seg(run_id)}/cancel"))
-
-    def retry_run(self, run_id: str) -> RunDetail:
-        """Replay a run's failed (dead-lettered) or cancelled tasks."""
-        return cast(RunDetail, self._call("POST", f"/runs/{_seg(run_id)}/retry"))
-
-    def logs(
-        self, run_id: str, *, task: str | None = None, after_seq: int = -1, limit: int = 1000
-    ) -> Logs:
-        """Output after ``after_seq``; poll with ``next_after_seq`` until ``finished``."""
-        params = {"task": task, "after_seq": after_seq, "limit": limit}
-        return cast(Logs, self._call("GET", f"/runs/{_seg(run_id)}/logs", params=params))
-
-    # -- tokens (admin) ----------------------------------------------------------------------
-
-    def create_token(self, name: str, scope: Literal["read", "write", "admin"]) -> TokenSecret:
-        """A new token; its ``secret`` is in this result only."""
-        body = {"name": name, "scope": scope}
-        return cast(TokenSecret, self._call("POST", "/tokens", json=body))
-
-    def list_tokens(self) -> list[TokenInfo]:
-        """Every token (never a secret), revoked ones included."""
-        return cast(list[TokenInfo], self._call("GET", "/tokens")["tokens"])
-
-    def revoke_token(self, id_or_name: str) -> TokenInfo:
-        return cast(TokenInfo, self._call("DELETE", f"/tokens/{_seg(id_or_name)}"))
-
-    def health(self) -> dict[str, str]:
-        return cast(dict[str, str], self._call("GET", "/healthz", prefix=""))
-
-    # -- transport --------------------------------------------------------------------------
-
-    def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: dict[str, Any] | None = None,
-        prefix: str = API_PREFIX,
-    ) -> Any:
-        query = {k: v for k, v in (params or {}).items() if v is not None}
+    def _send(self, call: Call[T]) -> T:
         try:
-            response = self._http.request(method, prefix + path, json=json, params=query)
+            response = self._http.request(
+                call.method, call.prefix + call.path, json=call.json, params=call.query()
+            )
         except httpx2.TransportError as e:
             raise Unreachable(self.url, str(e) or type(e).__name__) from e
-        if response.status_code >= 400:
-            raise _api_error(response)
-        return None if response.status_code == 204 else response.json()
+        return call.result(response)
+
+
+class AsyncClient(_Operations):
+    """An asynchronous client of one tickwork server: ``Client``'s methods, each awaited.
+    Use it as an async context manager, or ``await close()``.
+
+    ``transport`` replaces the network (tests pass ``httpx2.ASGITransport(app=...)``).
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        token: str | None = None,
+        timeout: float = 10.0,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx2.AsyncClient(
+            base_url=self.url, timeout=timeout, transport=transport, headers=_headers(token)
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call[T]) -> T:
+        try:
+            response = await self._http.request(
+                call.method, call.prefix + call.path, json=call.json, params=call.query()
+            )
+        except httpx2.TransportError as e:
+            raise Unreachable(self.url, str(e) or type(e).__name__) from e
+        return call.result(response)
 
 
 def _api_error(response: httpx2.Response) -> ApiError:
