@@ -1,6 +1,7 @@
 """tickwork: a distributed, highly available job scheduler.
 
-``from tickwork import Client, AsyncClient`` gives the SDK. Its names load on first use, so
+``from tickwork import Client, AsyncClient`` gives the SDK; ``@tickwork.task`` and
+``tickwork.job_from`` build python-task jobs from functions. Its names load on first use, so
 ``import tickwork`` stays cheap (no HTTP client, server or database library).
 """
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from tickwork.pytasks import NotImportable, TaskPolicy, job_from, task
     from tickwork.sdk import ApiError, AsyncClient, Client, ClientError, Unreachable
 
 #: Public name -> the module that defines it.
@@ -21,9 +23,24 @@ _LAZY = {
     "Client": "tickwork.sdk",
     "ClientError": "tickwork.sdk",
     "Unreachable": "tickwork.sdk",
+    "NotImportable": "tickwork.pytasks",
+    "TaskPolicy": "tickwork.pytasks",
+    "job_from": "tickwork.pytasks",
+    "task": "tickwork.pytasks",
 }
 
-__all__ = ["ApiError", "AsyncClient", "Client", "ClientError", "Unreachable", "__version__"]
+__all__ = [
+    "ApiError",
+    "AsyncClient",
+    "Client",
+    "ClientError",
+    "NotImportable",
+    "TaskPolicy",
+    "Unreachable",
+    "__version__",
+    "job_from",
+    "task",
+]
 
 
 def __getattr__(name: str) -> Any:
