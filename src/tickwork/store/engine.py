@@ -103,7 +103,11 @@ def create_engines(url: str) -> Engines:
 
 def _sqlite_engine(url: URL, begin: str, **kw: Any) -> Engine:
     # Connections move between the threads of one executor, never used by two at once.
-    engine = create_engine(url, connect_args={"check_same_thread": False}, **kw)
+    # Every use is one `engine.begin()` block that commits or rolls back itself, so the
+    # pool's rollback-on-return would only add a statement to every transaction.
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False}, pool_reset_on_return=None, **kw
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
