@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import FastAPI
 
 from tickwork import __version__
@@ -15,6 +17,10 @@ from tickwork.ports import Scope
 
 API_PREFIX = "/api/v1"
 
+#: Which routers an app serves: ``write`` (jobs, runs' actions, tokens), ``read`` (search,
+#: detail, logs, previews), or ``all``. Health checks are in every one.
+Role = Literal["write", "read", "all"]
+
 #: Documented on every API route: the one error shape.
 _ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorRead, "description": "No bearer token, or an unknown or revoked one."},
@@ -26,9 +32,14 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 
 
 def create_app(
-    services: Services, *, security: Security | None = None, max_body: int = DEFAULT_MAX_BODY
+    services: Services,
+    *,
+    security: Security | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    role: Role = "all",
 ) -> FastAPI:
-    """The API over ``services``: write and read routers under ``/api/v1``, plus ``/healthz``.
+    """The API over ``services``: write and read routers under ``/api/v1`` (only those of
+    ``role``), plus ``/healthz``.
 
     Every route but ``/healthz`` and ``/readyz`` needs a bearer token (``security``; by
     default, tokens and idempotency keys in the services' store): ``read`` routes a
@@ -46,15 +57,21 @@ def create_app(
         redoc_url=None,
     )
     app.state.services = services
-    app.include_router(
-        write.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.WRITE)]
-    )
-    app.include_router(
-        read.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.READ)]
-    )
-    app.include_router(
-        tokens.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.ADMIN)]
-    )
+    if role in ("write", "all"):
+        app.include_router(
+            write.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.WRITE)]
+        )
+    if role in ("read", "all"):
+        app.include_router(
+            read.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.READ)]
+        )
+    if role in ("write", "all"):
+        app.include_router(
+            tokens.router,
+            prefix=API_PREFIX,
+            responses=_ERRORS,
+            dependencies=[requires(Scope.ADMIN)],
+        )
     app.include_router(health.router)
     install_error_handlers(app)
     install_auth(app, security or Security.over(services))

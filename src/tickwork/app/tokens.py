@@ -55,11 +55,17 @@ class IssuedToken:
 
 
 class TokenService:
-    """Token use cases over a ``TokenStore``; ``authenticate`` caches lookups briefly."""
+    """Token use cases over a ``TokenStore``; ``authenticate`` caches lookups briefly.
 
-    def __init__(self, store: TokenStore, clock: Callable[[], datetime]) -> None:
+    ``touch=False`` never writes ``last_used_at``: for a read-only API over a replica.
+    """
+
+    def __init__(
+        self, store: TokenStore, clock: Callable[[], datetime], *, touch: bool = True
+    ) -> None:
         self._store = store
         self._clock = clock
+        self._touch_enabled = touch
         self._cache: dict[str, tuple[ApiToken | None, float]] = {}
 
     async def create(self, name: str, scope: Scope) -> IssuedToken:
@@ -108,6 +114,8 @@ class TokenService:
 
     async def _touch(self, token: ApiToken) -> ApiToken:
         now = self._clock()
+        if not self._touch_enabled:
+            return token
         if token.last_used_at is not None and now - token.last_used_at < TOUCH_EVERY:
             return token
         await self._store.touch_token(token.id, now)

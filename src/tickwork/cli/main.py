@@ -6,6 +6,7 @@ import typer
 
 from tickwork import __version__
 from tickwork.cli import jobs, runs, schedule, tokens
+from tickwork.cli.api import api
 from tickwork.cli.up import up
 
 app = typer.Typer(
@@ -16,6 +17,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.command("up")(up)
+app.command("api")(api)
 app.add_typer(jobs.app, name="job")
 app.add_typer(runs.app, name="run")
 app.add_typer(schedule.app, name="schedule")
