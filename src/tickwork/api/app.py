@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from tickwork import __version__
 from tickwork.api.auth import Security, install_auth, requires
+from tickwork.api.deps import SingleQueryValues
 from tickwork.api.errors import install_error_handlers
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from tickwork.api.routers import health, read, tokens, write
@@ -23,10 +24,12 @@ Role = Literal["write", "read", "all"]
 
 #: Documented on every API route: the one error shape.
 _ERRORS: dict[int | str, dict[str, object]] = {
+    400: {"model": ErrorRead, "description": "A body that cannot be read (not UTF-8, say)."},
     401: {"model": ErrorRead, "description": "No bearer token, or an unknown or revoked one."},
     403: {"model": ErrorRead, "description": "The token's scope is too small."},
     404: {"model": ErrorRead, "description": "No such job or run."},
     409: {"model": ErrorRead, "description": "Conflicts with stored state."},
+    413: {"model": ErrorRead, "description": "The request body is over the size limit."},
     422: {"model": ErrorRead, "description": "Invalid input; `field` names it."},
 }
 
@@ -59,18 +62,24 @@ def create_app(
     app.state.services = services
     if role in ("write", "all"):
         app.include_router(
-            write.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.WRITE)]
+            write.router,
+            prefix=API_PREFIX,
+            responses=_ERRORS,
+            dependencies=[requires(Scope.WRITE), SingleQueryValues],
         )
     if role in ("read", "all"):
         app.include_router(
-            read.router, prefix=API_PREFIX, responses=_ERRORS, dependencies=[requires(Scope.READ)]
+            read.router,
+            prefix=API_PREFIX,
+            responses=_ERRORS,
+            dependencies=[requires(Scope.READ), SingleQueryValues],
         )
     if role in ("write", "all"):
         app.include_router(
             tokens.router,
             prefix=API_PREFIX,
             responses=_ERRORS,
-            dependencies=[requires(Scope.ADMIN)],
+            dependencies=[requires(Scope.ADMIN), SingleQueryValues],
         )
     app.include_router(health.router)
     install_error_handlers(app)

@@ -8,7 +8,7 @@ unexpected to a 500 that reveals nothing (and is logged).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,6 +26,7 @@ log = logging.getLogger("tickwork.api")
 _LOC_SOURCES = frozenset({"body", "query", "path", "header", "cookie"})
 _TASK_TAGS = frozenset(k.value for k in TaskKind)
 _TAG_ERRORS = frozenset({"union_tag_invalid", "union_tag_not_found"})
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
@@ -45,10 +46,14 @@ def error_response(
     message: str,
     field: str | None = None,
     details: list[ErrorItem] | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     """A JSON error in the API's one shape."""
     body = ErrorRead(error=ErrorDetail(code=code, message=message, field=field, details=details))
-    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status)
+    return JSONResponse(
+        body.model_dump(mode="json", exclude_none=True), status_code=status, headers=headers
+    )
 
 
 def dotted(loc: Sequence[str | int]) -> str | None:
@@ -87,10 +92,38 @@ async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "validation_error", first.message, first.field, items)
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, code, str(exc.detail))
+    headers = dict(exc.headers or {})
+    allowed = _allowed_methods(request) if exc.status_code == 405 else None
+    if allowed:
+        headers["Allow"] = ", ".join(allowed)
+    return error_response(exc.status_code, code, str(exc.detail), headers=headers)
+
+
+def _allowed_methods(request: Request) -> list[str] | None:
+    """The methods of the documented path the request's path is (``None``: not documented).
+
+    Starlette's 405 names the methods of one route only, but ``GET /api/v1/jobs`` and
+    ``POST /api/v1/jobs`` live in different routers. As in OpenAPI, a concrete path wins over
+    a templated one: ``/api/v1/jobs/batch`` is itself, not ``/api/v1/jobs/{name}``.
+    """
+    segments = request.scope["path"].split("/")
+    best: tuple[int, dict[str, Any]] | None = None
+    for template, item in request.app.openapi()["paths"].items():
+        parts = template.split("/")
+        if len(parts) != len(segments) or not all(
+            part == seg or (part.startswith("{") and seg)
+            for part, seg in zip(parts, segments, strict=True)
+        ):
+            continue
+        params = sum(part.startswith("{") for part in parts)
+        if best is None or params < best[0]:
+            best = (params, item)
+    if best is None:
+        return None
+    return [method for method in _METHODS if method.lower() in best[1]]
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

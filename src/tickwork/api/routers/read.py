@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import AwareDatetime
 
 from tickwork.api.deps import ServicesDep
 from tickwork.api.schemas import (
@@ -17,6 +15,7 @@ from tickwork.api.schemas import (
     RunDetailRead,
     RunPageRead,
 )
+from tickwork.api.schemas.instant import IsoDatetime, IsoInstant
 from tickwork.api.schemas.search import DeadLetterPageRead
 from tickwork.app.services import RUN_STATE_FILTERS
 from tickwork.core.errors import ValidationError
@@ -68,7 +67,7 @@ async def upcoming(name: str, services: ServicesDep, count: Count = 10) -> Fires
     return FiresRead.of(fires, job.schedule.timezone)
 
 
-Instant = Annotated[AwareDatetime | None, Query(description="ISO 8601 with an offset.")]
+Instant = Annotated[IsoInstant | None, Query(description="ISO 8601 with an offset.")]
 
 
 @router.get("/runs")
@@ -133,7 +132,7 @@ async def preview(
     cron: Annotated[str, Query(description="A 5-field cron expression.")],
     tz: Annotated[str, Query(description="IANA zone.")] = "UTC",
     count: Count = 10,
-    from_: Annotated[datetime | None, Query(alias="from", description="Default: now.")] = None,
+    from_: Annotated[IsoDatetime | None, Query(alias="from", description="Default: now.")] = None,
 ) -> FiresRead:
     """The next fire times of a cron expression. Creates nothing."""
     try:

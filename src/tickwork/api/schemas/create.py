@@ -12,8 +12,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from tickwork.api.schemas.instant import IsoInstant
 from tickwork.app.services import JobSpec
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
@@ -34,13 +35,13 @@ class ScheduleIn(_Input):
     """When a job runs. ``now``: at once. ``at``: once, at an instant. ``cron``: repeatedly."""
 
     kind: Literal["now", "at", "cron"] = Field(description="`now`, `at` or `cron`.")
-    at: AwareDatetime | None = Field(None, description="For `at`: the instant, with an offset.")
+    at: IsoInstant | None = Field(None, description="For `at`: the instant, with an offset.")
     cron: str | None = Field(
         None, description="For `cron`: a 5-field expression.", examples=["30 2 * * *"]
     )
     timezone: str = Field("UTC", description="IANA zone the cron expression is read in.")
-    start: AwareDatetime | None = Field(None, description="For `cron`: no fire before this.")
-    end: AwareDatetime | None = Field(None, description="For `cron`: no fire after this.")
+    start: IsoInstant | None = Field(None, description="For `cron`: no fire before this.")
+    end: IsoInstant | None = Field(None, description="For `cron`: no fire after this.")
 
     def to_core(self) -> Schedule:
         return Schedule(
@@ -191,7 +192,7 @@ class TriggerIn(_Input):
     ``TICKWORK_PARAMS`` environment variable; http tasks ignore them.
     """
 
-    logical_date: AwareDatetime | None = None
+    logical_date: IsoInstant | None = None
     params: dict[str, Any] | None = None
 
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 class ErrorItem(BaseModel):
     """One problem in a request (pydantic reports all of them)."""
 
-    field: str | None
+    field: str | None = Field(default=None, description="Dotted path of the input, if any.")
     message: str
 
 
@@ -18,7 +18,9 @@ class ErrorDetail(BaseModel):
         examples=["validation_error"],
     )
     message: str = Field(description="A human sentence.", examples=["not a valid cron expression"])
-    field: str | None = Field(description="Dotted path of the input at fault, if any.")
+    field: str | None = Field(
+        default=None, description="Dotted path of the input at fault, if any (else absent)."
+    )
     details: list[ErrorItem] | None = None
 
 
