@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from tickwork import __version__
 from tickwork.api.auth import Security, install_auth, requires
@@ -17,6 +18,7 @@ from tickwork.app.services import Services
 from tickwork.ports import Scope
 
 API_PREFIX = "/api/v1"
+DOCS_URL = f"{API_PREFIX}/docs"
 
 #: Which routers an app serves: ``write`` (jobs, runs' actions, tokens), ``read`` (search,
 #: detail, logs, previews), or ``all``. Health checks are in every one.
@@ -48,16 +50,21 @@ def create_app(
     default, tokens and idempotency keys in the services' store): ``read`` routes a
     ``read`` token, ``write`` routes a ``write`` token, token management an ``admin`` one.
 
-    The interactive docs pages are off: FastAPI loads them from a CDN, and tickwork must
-    work offline. The OpenAPI document is at ``/api/v1/openapi.json``.
+    The OpenAPI document is at ``/api/v1/openapi.json``; Swagger UI at ``/api/v1/docs``, with
+    its assets served by the app itself from the ``fastapi-offline`` package (no CDN: tickwork
+    works offline). Both are public, like the health checks: they hold no data.
     """
-    app = FastAPI(
+    app = FastAPIOffline(
         title="tickwork",
         version=__version__,
         summary="A distributed job scheduler: now, at and cron jobs, runs, logs.",
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=None,
+        docs_url=DOCS_URL,
         redoc_url=None,
+        static_url=f"{DOCS_URL}/static",
+        swagger_ui_oauth2_redirect_url=f"{DOCS_URL}/oauth2-redirect",
+        # Swagger UI's default validator badge loads an image from validator.swagger.io.
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.services = services
     if role in ("write", "all"):
