@@ -23,6 +23,17 @@ class TaskKind(StrEnum):
     PYTHON = "python"
 
 
+class TriggerRule(StrEnum):
+    """When a task with upstreams may run; the semantics are in ``tickwork.core.dag``."""
+
+    ALL_SUCCESS = "all_success"
+    ALL_FAILED = "all_failed"
+    ALL_DONE = "all_done"
+    ONE_SUCCESS = "one_success"
+    ONE_FAILED = "one_failed"
+    NONE_FAILED = "none_failed"
+
+
 class TaskRunState(StrEnum):
     PENDING = "pending"
     SCHEDULED = "scheduled"
@@ -99,6 +110,7 @@ class Task:
     upstream: tuple[str, ...] = ()
     timeout: float | None = None
     retry: RetryPolicy | None = None
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from tickwork.core.dag import cycle_error, find_cycle
 from tickwork.core.errors import ValidationError
-from tickwork.core.model import Job, Task, TaskKind
+from tickwork.core.model import Job, Task, TaskKind, TriggerRule
 from tickwork.core.retry import validate_retry
 from tickwork.core.schedule import validate_schedule
 
@@ -28,6 +29,7 @@ _KEYS = {
 _MAX_TIMEOUT = 7 * 24 * 3600.0
 _MAX_TAGS, _MAX_TAG = 32, 64
 _MAX_DEPTH = 64  # nesting of JSON values; deeper is refused rather than recursed into
+_TRIGGER_RULES = frozenset(rule.value for rule in TriggerRule)
 
 
 def validate_job_name(name: str, field: str = "name") -> str:
@@ -64,17 +66,17 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
     )
 
 
-def validate_tasks(tasks: Sequence[Task]) -> tuple[Task, ...]:
+def validate_tasks(tasks: Sequence[Task], *, allow_dag: bool = False) -> tuple[Task, ...]:
     """Check each task and the graph they form (unique names, known upstreams, no cycle).
 
-    For now a job holds exactly one task; the graph checks stay so DAG support only has to
-    lift that one rule.
+    Without ``allow_dag`` a job holds exactly one task: the engine does not execute DAGs yet.
+    Workflow definitions (``tickwork.core.workflow_spec``) pass ``allow_dag=True``.
     """
     if isinstance(tasks, str | bytes) or not isinstance(tasks, Sequence) or not tasks:
         raise ValidationError("tasks", "a job needs at least one task")
     checked = tuple(validate_task(task, f"tasks[{i}]") for i, task in enumerate(tasks))
     _check_graph(checked)
-    if len(checked) > 1:
+    if len(checked) > 1 and not allow_dag:
         raise ValidationError(
             "tasks",
             "a job holds exactly one task for now; multi-task jobs (DAG workflows) are not "
@@ -98,34 +100,9 @@ def _check_graph(tasks: tuple[Task, ...]) -> None:
                     f"tasks[{i}].upstream",
                     f"{up!r} is not another task of this job; name one of {sorted(index)}",
                 )
-    cycle = _find_cycle(tasks)
+    cycle = find_cycle(tasks)
     if cycle:
-        raise ValidationError(
-            "tasks", f"the tasks form a cycle ({' -> '.join(cycle)}); upstreams must form a DAG"
-        )
-
-
-def _find_cycle(tasks: tuple[Task, ...]) -> list[str]:
-    ups = {task.name: task.upstream for task in tasks}
-    done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> list[str]:
-        if name in path:
-            return [*path[path.index(name) :], name]
-        if name in done:
-            return []
-        for up in ups[name]:
-            found = visit(up, [*path, name])
-            if found:
-                return found
-        done.add(name)
-        return []
-
-    for name in ups:
-        found = visit(name, [])
-        if found:
-            return found
-    return []
+        raise cycle_error(cycle)
 
 
 # -- tasks -----------------------------------------------------------------------------------
@@ -146,7 +123,16 @@ def validate_task(task: Task, field: str = "tasks[0]") -> Task:
         raise ValidationError(f"{field}.upstream", "must be a list of task names")
     _timeout(task.timeout, f"{field}.timeout")
     retry = None if task.retry is None else validate_retry(task.retry, f"{field}.retry")
-    return replace(task, kind=kind, config=config, upstream=tuple(upstream), retry=retry)
+    rule = _trigger_rule(task.trigger_rule, f"{field}.trigger_rule")
+    return replace(
+        task, kind=kind, config=config, upstream=tuple(upstream), retry=retry, trigger_rule=rule
+    )
+
+
+def _trigger_rule(rule: object, field: str) -> TriggerRule:
+    if isinstance(rule, str) and rule in _TRIGGER_RULES:
+        return TriggerRule(rule)
+    raise ValidationError(field, f"{rule!r} is not a trigger rule; use {', '.join(TriggerRule)}")
 
 
 def _config(config: object, kind: TaskKind, field: str) -> dict[str, Any]:

@@ -1,0 +1,283 @@
+"""Workflows in Python: ``@workflow`` on a function whose body calls ``@task`` functions.
+
+    @task
+    def extract_users() -> list[dict[str, Any]]: ...
+
+    @task(retries=2)
+    def join(users: list[dict[str, Any]], orders: list[dict[str, Any]]) -> ...: ...
+
+    @workflow(schedule="0 2 * * *", catchup=False)
+    def etl() -> None:
+        joined = join(extract_users(), extract_orders())
+        load(aggregate(joined))
+
+    etl.spec()  # the same dict a YAML definition gives; no task ran
+
+While the body is being built, a call to a task records a task node and returns a
+:class:`TaskResult` placeholder; passing it to another task records the edge (``upstream``) and
+the argument (``{"$result": "extract_users"}`` in ``kwargs``). Anywhere else a ``@task``
+function is the plain function: workers import it by its ``module:function`` path and call it,
+and tests can call it directly. Other arguments must be JSON values.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
+
+from tickwork.core.model import TriggerRule
+from tickwork.core.workflow_spec import RESULT_REF, WorkflowSpec, parse_workflow
+
+__all__ = ["TaskFunction", "TaskResult", "Workflow", "task", "workflow"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_BUILDING: ContextVar[_Builder | None] = ContextVar("tickwork_workflow_build", default=None)
+
+
+class TaskResult:
+    """The stand-in for a task's result while a workflow is built: it only records edges."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"TaskResult({self.task!r})"
+
+    def _refuse(self) -> TypeError:
+        return TypeError(
+            f"the result of {self.task!r} does not exist while the workflow is built; "
+            "pass it whole to another @task, which receives the real value when it runs"
+        )
+
+    def __bool__(self) -> bool:
+        raise self._refuse()
+
+    def __iter__(self) -> Iterator[Any]:
+        raise self._refuse()
+
+    def __getitem__(self, key: object) -> Any:
+        raise self._refuse()
+
+
+class TaskFunction(Generic[P, R]):
+    """A ``@task`` function. Inside a ``@workflow`` body a call records a task and returns a
+    :class:`TaskResult` (typed as the function's result, so the body type-checks); anywhere
+    else it calls the function."""
+
+    def __init__(self, fn: Callable[P, R], options: Mapping[str, Any]) -> None:
+        self.fn = fn
+        self.target = _target_of(fn)
+        self.name: str = options.get("name") or fn.__name__
+        self.options = dict(options)
+        functools.update_wrapper(self, fn)
+        # Look like a function to ``inspect`` (its "function-like" check), so a worker's
+        # ``inspect.iscoroutinefunction`` still sees an async task as async; Python 3.11 has
+        # no ``inspect.markcoroutinefunction``.
+        for attr in ("__code__", "__defaults__", "__kwdefaults__"):
+            setattr(self, attr, getattr(fn, attr, None))
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        builder = _BUILDING.get()
+        if builder is None:
+            return self.fn(*args, **kwargs)
+        return cast(R, builder.add(self, args, kwargs))
+
+    def __repr__(self) -> str:
+        return f"<task {self.target}>"
+
+
+@overload
+def task(fn: Callable[P, R], /) -> TaskFunction[P, R]: ...
+@overload
+def task(
+    *,
+    name: str | None = None,
+    trigger_rule: TriggerRule | str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
+def task(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    trigger_rule: TriggerRule | str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+) -> TaskFunction[P, R] | Callable[[Callable[P, R]], TaskFunction[P, R]]:
+    """Make a module-level function a workflow task. ``name`` defaults to the function's name;
+    ``retries`` is how many times a failed attempt is tried again; ``timeout`` is in seconds."""
+    options: dict[str, Any] = {"trigger_rule": trigger_rule, "timeout": timeout}
+    if retries is not None:
+        options["retry"] = {"max_attempts": retries + 1}
+    if name is not None:
+        options["name"] = name
+
+    def wrap(f: Callable[P, R]) -> TaskFunction[P, R]:
+        return TaskFunction(f, options)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class Workflow:
+    """A ``@workflow`` function: :meth:`spec` builds its definition without running a task."""
+
+    def __init__(self, fn: Callable[[], object], head: Mapping[str, Any]) -> None:
+        if inspect.signature(fn).parameters:
+            raise TypeError(f"@workflow function {fn.__qualname__} must take no arguments")
+        if inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@workflow function {fn.__qualname__} must be a plain def")
+        self.fn = fn
+        self.head = dict(head)
+        self.name: str = self.head["name"]
+        self.__doc__ = fn.__doc__
+
+    def spec(self) -> dict[str, Any]:
+        """The definition as plain data, the same a YAML or JSON file gives."""
+        if _BUILDING.get() is not None:
+            raise RuntimeError("a workflow cannot be built inside another workflow's body")
+        builder = _Builder()
+        token = _BUILDING.set(builder)
+        try:
+            self.fn()
+        finally:
+            _BUILDING.reset(token)
+        return {**self.head, "tasks": builder.tasks}
+
+    def parse(self) -> WorkflowSpec:
+        """The definition, validated (see ``tickwork.core.workflow_spec.parse_workflow``)."""
+        return parse_workflow(self.spec())
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.name}>"
+
+
+def workflow(
+    *,
+    schedule: str | Mapping[str, Any],
+    catchup: bool = False,
+    name: str | None = None,
+    timeout: float | None = None,
+    retry: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    tags: list[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Callable[[Callable[[], object]], Workflow]:
+    """Make a function a workflow definition. ``schedule`` is ``"now"``, a cron expression
+    (UTC) or a schedule object such as ``{"kind": "cron", "cron": "0 2 * * *", "timezone":
+    "Europe/Berlin"}``; the other fields are the job's, as in a YAML definition."""
+    optional = {
+        "timeout": timeout,
+        "retry": None if retry is None else dict(retry),
+        "queue": queue,
+        "priority": priority,
+        "tags": None if tags is None else list(tags),
+        "metadata": None if metadata is None else dict(metadata),
+    }
+
+    def wrap(fn: Callable[[], object]) -> Workflow:
+        head: dict[str, Any] = {
+            "name": name or fn.__name__,
+            "schedule": schedule if isinstance(schedule, str) else dict(schedule),
+            "catchup": catchup,
+        }
+        head.update({k: v for k, v in optional.items() if v is not None})
+        return Workflow(fn, head)
+
+    return wrap
+
+
+class _Builder:
+    """The tasks a workflow body has called so far, as spec dicts."""
+
+    def __init__(self) -> None:
+        self.tasks: list[dict[str, Any]] = []
+        self._names: set[str] = set()
+
+    def add(
+        self, fn: TaskFunction[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> TaskResult:
+        name = self._unique(fn.name)
+        upstream: list[str] = []
+        arguments = {
+            key: self._encode(value, upstream) for key, value in _bind(fn, args, kwargs).items()
+        }
+        node: dict[str, Any] = {"name": name, "kind": "python", "target": fn.target}
+        if upstream:
+            node["upstream"] = upstream
+        if arguments:
+            node["kwargs"] = arguments
+        node.update({k: _plain(v) for k, v in fn.options.items() if v is not None and k != "name"})
+        self.tasks.append(node)
+        return TaskResult(name)
+
+    def _unique(self, name: str) -> str:
+        # Calling one task twice gives two nodes, as Airflow does: extract, extract__2, ...
+        unique, n = name, 1
+        while unique in self._names:
+            n += 1
+            unique = f"{name}__{n}"
+        self._names.add(unique)
+        return unique
+
+    def _encode(self, value: object, upstream: list[str]) -> Any:
+        if isinstance(value, TaskResult):
+            if value.task not in upstream:
+                upstream.append(value.task)
+            return {RESULT_REF: value.task}
+        if isinstance(value, list | tuple):
+            return [self._encode(item, upstream) for item in value]
+        if isinstance(value, Mapping):
+            return {key: self._encode(item, upstream) for key, item in value.items()}
+        return value
+
+
+def _bind(
+    fn: TaskFunction[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The call's arguments by parameter name: tasks receive keyword arguments only."""
+    signature = inspect.signature(fn.fn)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"task {fn.name}: {exc}") from None
+    named: dict[str, Any] = {}
+    for key, value in bound.arguments.items():
+        kind = signature.parameters[key].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            raise TypeError(f"task {fn.name}: pass *{key} values by name; tasks take kwargs")
+        if kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(f"task {fn.name}: {key} is positional-only; tasks take kwargs")
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        else:
+            named[key] = value
+    return named
+
+
+def _plain(value: object) -> object:
+    return value.value if isinstance(value, TriggerRule) else value
+
+
+def _target_of(fn: Callable[..., Any]) -> str:
+    """``module:function`` for a function a worker can import, else ``TypeError``."""
+    name = getattr(fn, "__qualname__", "")
+    module = getattr(fn, "__module__", None)
+    if not isinstance(module, str) or not name.isidentifier():
+        raise TypeError(
+            f"{name or fn!r} is not a module-level function; workers import tasks by "
+            "module:function, so define @task functions at the top level of a module"
+        )
+    if module == "__main__":
+        raise TypeError(
+            f"{name} is defined in __main__, which workers cannot import; move it into a module"
+        )
+    return f"{module}:{name}"
