@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +13,7 @@ import pytest
 from tests.helpers import eventually, make_job, python_task, shell_task
 from tickwork.app.settings import EmbeddedSettings
 from tickwork.core.model import (
+    Attempt,
     Job,
     NewRun,
     RetryPolicy,
@@ -104,8 +105,7 @@ async def test_failures_retry_with_backoff_then_succeed(engine: Embedded, tmp_pa
         TaskRunState.UP_FOR_RETRY,
         TaskRunState.SUCCESS,
     ]
-    gap_1 = (attempts[1].started_at - attempts[0].finished_at).total_seconds()  # type: ignore[operator]
-    gap_2 = (attempts[2].started_at - attempts[1].finished_at).total_seconds()  # type: ignore[operator]
+    gap_1, gap_2 = (_gap(attempts[i], attempts[i + 1]) for i in (0, 1))
     assert 0.2 <= gap_1 < 2.0 and 0.4 <= gap_2 < 2.0
 
 
@@ -211,7 +211,13 @@ async def test_orphans_of_a_previous_process_are_retried_at_start(sqlite_store: 
     assert d.task_runs[0].state is TaskRunState.UP_FOR_RETRY and d.task_runs[0].attempt == 2
 
 
-def _read(path: Path):  # type: ignore[no-untyped-def]
+def _gap(earlier: Attempt, later: Attempt) -> float:
+    """Seconds between one attempt's end and the next one's start (the backoff)."""
+    assert later.started_at is not None
+    return (later.started_at - earlier.finished_at).total_seconds()
+
+
+def _read(path: Path) -> Callable[[], Awaitable[str]]:
     async def probe() -> str:
         return path.read_text().strip() if path.exists() else ""
 

@@ -11,6 +11,7 @@ from tests.helpers import FakeClock, make_job, shell_task, utc
 from tickwork.broker.memory import MemoryBroker
 from tickwork.core.model import (
     RetryPolicy,
+    Run,
     RunState,
     RunTrigger,
     Schedule,
@@ -30,7 +31,7 @@ def scheduler(store: Store, broker: MemoryBroker, clock: FakeClock) -> Scheduler
     return Scheduler(store, broker, clock=clock, rand=random.random, make_id=new_id)
 
 
-async def all_runs(store: Store, job_name: str) -> list:  # type: ignore[type-arg]
+async def all_runs(store: Store, job_name: str) -> list[Run]:
     job = await store.get_job(job_name)
     assert job is not None
     page = await store.list_runs(job_id=job.id, limit=1000)

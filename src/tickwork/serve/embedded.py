@@ -211,8 +211,9 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
         await close_runners(rt.runners)
         capture.uninstall()
     for task in background:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            raise failure
 
 
 def _stop_on_crash(task: asyncio.Task[None], server: uvicorn.Server) -> None:
