@@ -79,3 +79,13 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not reached within {timeout}s; last value: {value!r}")
         await asyncio.sleep(interval)
+
+
+class Wakes:
+    """A scheduler ``wake`` callback that counts how often it was called."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1

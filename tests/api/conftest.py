@@ -9,7 +9,7 @@ import httpx2
 import pytest
 from fastapi import FastAPI
 
-from tests.helpers import FakeClock, utc
+from tests.helpers import FakeClock, Wakes, utc
 from tickwork.api.app import create_app
 from tickwork.api.auth import Security
 from tickwork.app.services import Services
@@ -18,16 +18,6 @@ from tickwork.ports import Delivery, Scope, Store
 
 #: "Now" for every API test: far enough ahead that an `at` of 2027 is in the future.
 NOW = utc(2026, 6, 1, 12, 0, 0)
-
-
-class Wakes:
-    """Counts scheduler wake-ups."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> None:
-        self.count += 1
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import httpx2
 
-from tests.api.conftest import Wakes, at_job, cron_job, drain, error_of, now_job
+from tests.api.conftest import at_job, cron_job, drain, error_of, now_job
+from tests.helpers import Wakes
 from tickwork.broker.memory import MemoryBroker
 
 API = "/api/v1"

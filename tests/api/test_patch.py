@@ -7,7 +7,8 @@ from typing import Any
 
 import httpx2
 
-from tests.api.conftest import NOW, Wakes, cron_job, error_of, now_job
+from tests.api.conftest import NOW, cron_job, error_of, now_job
+from tests.helpers import Wakes
 
 API = "/api/v1"
 

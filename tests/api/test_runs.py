@@ -6,7 +6,8 @@ from typing import Any
 
 import httpx2
 
-from tests.api.conftest import NOW, Wakes, at_job, cron_job, error_of, now_job
+from tests.api.conftest import NOW, at_job, cron_job, error_of, now_job
+from tests.helpers import Wakes
 from tickwork.core.model import LogChunk
 from tickwork.ports import Store
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers import FakeClock, utc
+from tests.helpers import FakeClock, Wakes, utc
 from tickwork.app.services import JobSpec, Services
 from tickwork.broker.memory import MemoryBroker
 from tickwork.core.errors import Conflict, NotFound, ValidationError
@@ -41,14 +41,6 @@ def spec(name: str, schedule: Schedule | None = None, **extra: object) -> JobSpe
 def counting_ids() -> Callable[[], str]:
     counter = itertools.count()
     return lambda: f"id{next(counter):04d}"
-
-
-class Wakes:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> None:
-        self.count += 1
 
 
 @pytest.fixture
