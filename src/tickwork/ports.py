@@ -308,6 +308,10 @@ class Store(TokenStore, IdempotencyStore, Protocol):
     async def requeue(self, keys: Sequence[TaskKey], now: datetime) -> int:
         """queued → scheduled (due now) for keys a draining worker gives back."""
 
+    async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:
+        """running → queued, attempt unchanged, for task runs this worker claimed ahead and
+        never started (it is draining). Nothing ran, so no attempt is recorded."""
+
     # -- logs --------------------------------------------------------------------------
     async def append_logs(self, chunks: Sequence[LogChunk]) -> None: ...
 

@@ -232,3 +232,30 @@ def _alive(pid: int) -> bool:
     # a zombie not yet reaped by its parent counts as gone
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+async def test_drain_hands_back_claimed_ahead_task_runs_without_an_attempt(
+    sqlite_store: Store,
+) -> None:
+    rt = wire(sqlite_store, EmbeddedSettings(workers=1))
+    pool = asyncio.create_task(rt.pool.run())
+    try:
+        busy = await submit(rt, make_job("busy", now=now(), task=shell_task("sleep", "30")))
+        await eventually(lambda: detail(rt, busy), lambda d: d.run.state is RunState.RUNNING)
+        waiting = await submit(rt, make_job("waiting", now=now()))
+        # One slot, busy: the second task run is claimed ahead and waits for the slot.
+        await eventually(
+            lambda: detail(rt, waiting), lambda d: d.task_runs[0].state is TaskRunState.RUNNING
+        )
+
+        await rt.pool.drain(0.2)
+    finally:
+        pool.cancel()
+        await asyncio.gather(pool, return_exceptions=True)
+
+    handed_back = await detail(rt, waiting)
+    assert handed_back.task_runs[0].state is TaskRunState.QUEUED
+    assert handed_back.task_runs[0].attempt == 1 and handed_back.attempts == ()
+    interrupted = await detail(rt, busy)
+    assert interrupted.task_runs[0].state is TaskRunState.UP_FOR_RETRY
+    assert [a.error for a in interrupted.attempts] == ["interrupted by worker shutdown"]

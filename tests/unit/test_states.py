@@ -10,6 +10,7 @@ from tickwork.core.model import RunState, TaskRunState
 from tickwork.core.states import (
     CANCELLABLE_AT_REST,
     DISPATCHABLE,
+    OUTCOMES,
     RETRYABLE,
     TERMINAL,
     TRANSITIONS,
@@ -48,7 +49,7 @@ def test_can_transition_allows_the_lifecycle_steps(src: TaskRunState, dst: TaskR
         (S.SKIPPED, S.SCHEDULED),
         (S.PENDING, S.RUNNING),
         (S.SCHEDULED, S.RUNNING),
-        (S.RUNNING, S.QUEUED),
+        (S.RUNNING, S.SCHEDULED),
         (S.RUNNING, S.RUNNING),
     ],
 )
@@ -64,13 +65,19 @@ def test_success_and_skipped_are_final_and_every_state_is_reachable_or_initial()
     assert set(S) - reachable == {S.PENDING}
 
 
+def test_an_attempt_outcome_is_a_final_or_retry_state_never_a_release() -> None:
+    assert frozenset({S.SUCCESS, S.FAILED, S.UP_FOR_RETRY, S.CANCELLED}) == OUTCOMES
+    assert all(can_transition(S.RUNNING, o) for o in OUTCOMES)
+    assert S.QUEUED not in OUTCOMES  # running -> queued is a release, not an outcome
+
+
 def test_every_transition_names_its_event() -> None:
     assert all(event.strip() for event in TRANSITIONS.values())
 
 
 def test_sources_of_lists_exactly_the_states_leading_to_a_state() -> None:
     assert sources_of(S.RUNNING) == {S.QUEUED}
-    assert sources_of(S.QUEUED) == {S.SCHEDULED, S.UP_FOR_RETRY}
+    assert sources_of(S.QUEUED) == {S.SCHEDULED, S.UP_FOR_RETRY, S.RUNNING}
     assert sources_of(S.CANCELLED) == {
         S.PENDING,
         S.SCHEDULED,

@@ -24,6 +24,7 @@ TRANSITIONS: dict[tuple[TaskRunState, TaskRunState], str] = {
     (S.RUNNING, S.UP_FOR_RETRY): "attempt failed, attempts left",
     (S.RUNNING, S.FAILED): "attempt failed, none left (dead-lettered)",
     (S.RUNNING, S.CANCELLED): "cancel (process killed)",
+    (S.RUNNING, S.QUEUED): "release: claimed ahead, never started, worker draining",
     (S.UP_FOR_RETRY, S.QUEUED): "dispatch (backoff elapsed)",
     (S.UP_FOR_RETRY, S.CANCELLED): "cancel",
     (S.FAILED, S.SCHEDULED): "manual retry of a dead letter",
@@ -40,6 +41,9 @@ DISPATCHABLE: frozenset[TaskRunState] = frozenset({S.SCHEDULED, S.UP_FOR_RETRY})
 CANCELLABLE_AT_REST: frozenset[TaskRunState] = frozenset(
     {S.PENDING, S.SCHEDULED, S.QUEUED, S.UP_FOR_RETRY}
 )
+#: Where a running attempt can end up when it finishes (``Outcome.state``). Running →
+#: queued is also allowed, but as a release of an attempt that never started, not an outcome.
+OUTCOMES: frozenset[TaskRunState] = frozenset({S.SUCCESS, S.FAILED, S.UP_FOR_RETRY, S.CANCELLED})
 #: States a manual retry accepts.
 RETRYABLE: frozenset[TaskRunState] = frozenset({S.FAILED, S.UPSTREAM_FAILED, S.CANCELLED})
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.core.model import Outcome, RunState, TaskRun, TaskRunState
-from tickwork.core.states import DISPATCHABLE, TERMINAL, can_transition, derive_run_state
+from tickwork.core.states import DISPATCHABLE, OUTCOMES, TERMINAL, derive_run_state
 from tickwork.ports import TaskKey
 from tickwork.store.common import chunked, key_in, param
 from tickwork.store.rows import task_run_from_row
@@ -150,6 +150,18 @@ def requeue(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> int:
     return len(moved)
 
 
+def release(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:
+    values = {
+        "state": S.QUEUED.value,
+        "queued_at": now,
+        "worker_id": None,
+        "started_at": None,
+        "heartbeat_at": None,
+    }
+    where = sa.and_(task_runs.c.state == S.RUNNING.value, task_runs.c.worker_id == worker_id)
+    return len(_move(conn, keys, where, values, now))
+
+
 def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
     cancel: set[str] = set()
     for chunk in chunked(keys):
@@ -172,7 +184,7 @@ def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: da
 
 def complete(conn: Connection, outcomes: Sequence[Outcome]) -> list[str]:
     for o in outcomes:
-        if not can_transition(S.RUNNING, o.state):
+        if o.state not in OUTCOMES:
             raise ValueError(f"outcome state {o.state.value!r} is not reachable from running")
     by_key = {(o.task_run_id, o.attempt): o for o in reversed(outcomes)}  # first one wins
     applied: list[tuple[RowMapping, Outcome]] = []

@@ -214,6 +214,11 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
             return 0
         return await self._write(lambda conn: dispatch.requeue(conn, keys, now))
 
+    async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:
+        if not keys:
+            return 0
+        return await self._write(lambda conn: dispatch.release(conn, keys, worker_id, now))
+
     # -- logs ------------------------------------------------------------------------------
     async def append_logs(self, chunks: Sequence[LogChunk]) -> None:
         if not chunks:

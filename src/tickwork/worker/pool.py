@@ -41,6 +41,7 @@ class _Active:
     task_run: TaskRun
     cancel: asyncio.Event
     task: asyncio.Task[None] | None = None
+    started: bool = False  # holds a slot (False: claimed ahead, still waiting)
 
 
 class WorkerPool:
@@ -97,6 +98,7 @@ class WorkerPool:
         tasks = [a.task for a in self._active.values() if a.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace)
+            pending -= await self._release_unstarted()
             for active in list(self._active.values()):
                 active.cancel.set()
             if pending:
@@ -108,6 +110,19 @@ class WorkerPool:
                 await asyncio.wait_for(batcher.wait_idle(), DRAIN_WRITE_TIMEOUT)
             except TimeoutError:
                 log.error("drain: %d unwritten item(s) left behind", batcher.pending())
+
+    async def _release_unstarted(self) -> set[asyncio.Task[None]]:
+        """Hand back task runs claimed ahead that never got a slot: nothing ran, so they go
+        back to ``queued`` without using an attempt (another worker, or our restart, runs
+        them)."""
+        waiting = [a for a in self._active.values() if not a.started and a.task is not None]
+        for active in waiting:
+            assert active.task is not None
+            active.task.cancel()
+            del self._active[active.task_run.id]
+        keys = [(a.task_run.id, a.task_run.attempt) for a in waiting]
+        await self._store.release(keys, self._config.worker_id, self._clock())
+        return {a.task for a in waiting if a.task is not None}
 
     # -- fetching and claiming ---------------------------------------------------------
     async def _fetch_loop(self) -> None:
@@ -141,6 +156,7 @@ class WorkerPool:
     # -- executing ---------------------------------------------------------------------
     async def _execute(self, active: _Active) -> None:
         async with self._slots:
+            active.started = True
             await self._execute_in_slot(active)
 
     async def _execute_in_slot(self, active: _Active) -> None:
