@@ -299,6 +299,7 @@ class Call(Generic[T]):
     prefix: str = API_PREFIX
     #: The key of the JSON object that holds the result (``None``: the whole body).
     pick: str | None = None
+    headers: dict[str, str] | None = None
 
     def query(self) -> dict[str, Any]:
         return {k: v for k, v in (self.params or {}).items() if v is not None}
@@ -359,15 +360,25 @@ class _Operations:
     # -- jobs -------------------------------------------------------------------------------
 
     @operation
-    def create_job(job: JobInput, *, allow_past: bool = False) -> Call[JobInfo]:
-        """Create a job; a ``now`` job is queued at once. ``allow_past`` accepts a past ``at``."""
-        return Call("POST", "/jobs", json=job, params={"allow_past": _flag(allow_past)})
+    def create_job(
+        job: JobInput, *, allow_past: bool = False, idempotency_key: str | None = None
+    ) -> Call[JobInfo]:
+        """Create a job; a ``now`` job is queued at once. ``allow_past`` accepts a past ``at``.
+
+        With ``idempotency_key``, sending the same request again (a retry after a timeout)
+        returns the first answer instead of creating the job twice.
+        """
+        params = {"allow_past": _flag(allow_past)}
+        return Call("POST", "/jobs", json=job, params=params, headers=_idem(idempotency_key))
 
     @operation
-    def create_jobs(jobs: list[JobInput], *, allow_past: bool = False) -> Call[list[JobInfo]]:
+    def create_jobs(
+        jobs: list[JobInput], *, allow_past: bool = False, idempotency_key: str | None = None
+    ) -> Call[list[JobInfo]]:
         """Create up to 1000 jobs in one transaction: all of them or none."""
         params = {"allow_past": _flag(allow_past)}
-        return Call("POST", "/jobs/batch", json={"jobs": jobs}, params=params)
+        body = {"jobs": jobs}
+        return Call("POST", "/jobs/batch", json=body, params=params, headers=_idem(idempotency_key))
 
     @operation
     def list_jobs(
@@ -409,13 +420,18 @@ class _Operations:
 
     @operation
     def trigger(
-        name: str, logical_date: str | None = None, params: dict[str, Any] | None = None
+        name: str,
+        logical_date: str | None = None,
+        params: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> Call[RunDetail]:
         """Run a job now by hand, for ``logical_date`` (ISO, default now), with ``params``
         (python tasks: extra kwargs; shell tasks: JSON in ``TICKWORK_PARAMS``)."""
         given = {"logical_date": logical_date, "params": params}
         body = {k: v for k, v in given.items() if v is not None} or None
-        return Call("POST", f"/jobs/{_seg(name)}/trigger", json=body)
+        path = f"/jobs/{_seg(name)}/trigger"
+        return Call("POST", path, json=body, headers=_idem(idempotency_key))
 
     @operation
     def pause(name: str) -> Call[JobInfo]:
@@ -561,7 +577,11 @@ class Client(_Operations):
     def _send(self, call: Call[T]) -> T:
         try:
             response = self._http.request(
-                call.method, call.prefix + call.path, json=call.json, params=call.query()
+                call.method,
+                call.prefix + call.path,
+                json=call.json,
+                params=call.query(),
+                headers=call.headers,
             )
         except httpx2.TransportError as e:
             raise Unreachable(self.url, str(e) or type(e).__name__) from e
@@ -605,7 +625,11 @@ class AsyncClient(_Operations):
     async def _send(self, call: Call[T]) -> T:
         try:
             response = await self._http.request(
-                call.method, call.prefix + call.path, json=call.json, params=call.query()
+                call.method,
+                call.prefix + call.path,
+                json=call.json,
+                params=call.query(),
+                headers=call.headers,
             )
         except httpx2.TransportError as e:
             raise Unreachable(self.url, str(e) or type(e).__name__) from e
@@ -620,6 +644,10 @@ def _api_error(response: httpx2.Response) -> ApiError:
         # Not our error shape: a proxy in between, or not a tickwork server at all.
         text = response.text.strip()[:200] or response.reason_phrase
         return ApiError(response.status_code, "http_error", f"HTTP {response.status_code}: {text}")
+
+
+def _idem(key: str | None) -> dict[str, str] | None:
+    return None if key is None else {"Idempotency-Key": key}
 
 
 def _seg(value: str) -> str:

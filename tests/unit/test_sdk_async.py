@@ -100,3 +100,23 @@ def test_tickwork_exports_the_clients_lazily() -> None:
     check = f"import sys, tickwork; print([m for m in {heavy} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_idempotency_key_makes_a_retried_create_and_trigger_happen_once(
+    client: AsyncClient,
+) -> None:
+    job = {"name": "once", "schedule": {"kind": "cron", "cron": "0 3 * * *"}, "task": NOOP}
+    first = await client.create_job(job, idempotency_key="create-1")  # type: ignore[arg-type]
+    again = await client.create_job(job, idempotency_key="create-1")  # type: ignore[arg-type]
+    assert again["id"] == first["id"]
+    assert [j["name"] for j in (await client.list_jobs())["jobs"]] == ["once"]
+
+    run = await client.trigger("once", idempotency_key="trigger-1")
+    rerun = await client.trigger("once", idempotency_key="trigger-1")
+    assert rerun["id"] == run["id"]
+    assert len((await client.list_runs(job="once"))["runs"]) == 1
+
+    other = {**job, "name": "other"}
+    with pytest.raises(ApiError) as refused:
+        await client.create_job(other, idempotency_key="create-1")  # type: ignore[arg-type]
+    assert refused.value.status == 409
