@@ -304,6 +304,13 @@ class Call(Generic[T]):
     def query(self) -> dict[str, Any]:
         return {k: v for k, v in (self.params or {}).items() if v is not None}
 
+    def url(self) -> str:
+        return self.prefix + self.path
+
+    def options(self) -> dict[str, Any]:
+        """What both clients pass to ``request`` besides method and URL."""
+        return {"json": self.json, "params": self.query(), "headers": self.headers}
+
     def result(self, response: httpx2.Response) -> T:
         if response.status_code >= 400:
             raise _api_error(response)
@@ -576,13 +583,7 @@ class Client(_Operations):
 
     def _send(self, call: Call[T]) -> T:
         try:
-            response = self._http.request(
-                call.method,
-                call.prefix + call.path,
-                json=call.json,
-                params=call.query(),
-                headers=call.headers,
-            )
+            response = self._http.request(call.method, call.url(), **call.options())
         except httpx2.TransportError as e:
             raise Unreachable(self.url, str(e) or type(e).__name__) from e
         return call.result(response)
@@ -624,13 +625,7 @@ class AsyncClient(_Operations):
 
     async def _send(self, call: Call[T]) -> T:
         try:
-            response = await self._http.request(
-                call.method,
-                call.prefix + call.path,
-                json=call.json,
-                params=call.query(),
-                headers=call.headers,
-            )
+            response = await self._http.request(call.method, call.url(), **call.options())
         except httpx2.TransportError as e:
             raise Unreachable(self.url, str(e) or type(e).__name__) from e
         return call.result(response)
