@@ -19,6 +19,7 @@ from tickwork.core.model import (
     LogChunk,
     NewRun,
     Outcome,
+    Pool,
     Run,
     RunDetail,
     TaskRun,
@@ -135,6 +136,32 @@ class IdempotencyStore(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PoolUsage:
+    """A pool and the slots its queued and running task runs hold now."""
+
+    pool: Pool
+    used: int
+
+
+class PoolStore(Protocol):
+    """Pools: named slot limits that tasks declare (``pool``, ``pool_slots``)."""
+
+    async def set_pool(self, pool: Pool, now: datetime) -> bool:
+        """Create the pool or change its slots and description; True if it was created.
+        Shrinking below the slots in use takes no slot back: no new task enters until the
+        pool has room again."""
+
+    async def delete_pool(self, name: str) -> bool:
+        """Delete a pool; False if there is none. Task runs that declare it then wait until
+        a pool of that name exists again."""
+
+    async def list_pools(self) -> list[PoolUsage]:
+        """Every pool, by name, with its slots in use."""
+
+    async def get_pool(self, name: str) -> PoolUsage | None: ...
+
+
+@dataclass(frozen=True, slots=True)
 class Materialization:
     """The runs of one job's due cron fires and where its schedule goes next."""
 
@@ -144,7 +171,7 @@ class Materialization:
     runs: Sequence[NewRun]
 
 
-class Store(TokenStore, IdempotencyStore, Protocol):
+class Store(TokenStore, IdempotencyStore, PoolStore, Protocol):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth."""
 
     async def migrate(self) -> None:

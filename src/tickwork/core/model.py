@@ -34,6 +34,27 @@ class TriggerRule(StrEnum):
     NONE_FAILED = "none_failed"
 
 
+class CallbackEvent(StrEnum):
+    """When a callback fires: after an attempt that failed for good, succeeded, or will retry."""
+
+    ON_FAILURE = "on_failure"
+    ON_SUCCESS = "on_success"
+    ON_RETRY = "on_retry"
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """A hook: an HTTP webhook (``config``: ``url``, optional ``headers``) or a python callable
+    (``config``: ``target`` as ``module:function``). It never changes a run's outcome."""
+
+    kind: TaskKind
+    config: Mapping[str, Any]
+
+
+#: Event -> hook. A task's own hooks win over its job's for the same event.
+Callbacks = Mapping[CallbackEvent, Callback]
+
+
 class TaskRunState(StrEnum):
     PENDING = "pending"
     SCHEDULED = "scheduled"
@@ -111,6 +132,10 @@ class Task:
     timeout: float | None = None
     retry: RetryPolicy | None = None
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    priority: int | None = None  # None: the job's
+    pool: str | None = None  # a named slot limit (``tickwork pool set``)
+    pool_slots: int = 1  # slots of ``pool`` the task holds while queued or running
+    callbacks: Callbacks = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +156,21 @@ class Job:
     paused: bool = False
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    max_active_runs: int | None = None  # runs that may be unfinished at once; None: no limit
+    depends_on_past: bool = False  # a task waits for itself in the previous run to succeed
+    callbacks: Callbacks = field(default_factory=dict)  # defaults for every task
     # Cron bookkeeping, advanced in the same transaction that materializes a fire:
     next_fire_at: datetime | None = None  # the next cron fire not yet materialized (UTC)
     last_fire_at: datetime | None = None  # logical date of the newest materialized fire
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """A named limit on the slots that tasks declaring it hold while queued or running."""
+
+    name: str
+    slots: int
+    description: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +220,15 @@ class TaskRun:
     error: str | None = None
     exit_code: int | None = None
     cancel_requested: bool = False
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    pool: str | None = None
+    pool_slots: int = 1
+    depends_on_past: bool = False
+    callbacks: Callbacks = field(default_factory=dict)
+    result: str | None = None  # the JSON text of what the task returned (size-limited)
+    # Not stored: filled in when a worker claims the task run, the results of its upstreams
+    # (task name -> decoded JSON), for ``{"$result": name}`` references in its config.
+    inputs: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +270,7 @@ class Outcome:
     error: str | None = None
     exit_code: int | None = None
     worker_id: str | None = None
+    result: str | None = None  # JSON text, only with ``success``
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,9 +49,14 @@ def new_run(
             logical_date=logical_date,
             timeout=task.timeout if task.timeout is not None else job.timeout,
             queue=job.queue,
-            priority=job.priority,
+            priority=job.priority if task.priority is None else task.priority,
             upstream=task.upstream,
             queued_at=now if state is TaskRunState.QUEUED else None,
+            trigger_rule=task.trigger_rule,
+            pool=task.pool,
+            pool_slots=task.pool_slots,
+            depends_on_past=job.depends_on_past,
+            callbacks={**job.callbacks, **task.callbacks},
         )
         for task in job.tasks
     )

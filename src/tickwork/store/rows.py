@@ -10,6 +10,9 @@ from sqlalchemy.engine import RowMapping
 
 from tickwork.core.model import (
     Attempt,
+    Callback,
+    CallbackEvent,
+    Callbacks,
     Job,
     LogChunk,
     RetryPolicy,
@@ -22,9 +25,29 @@ from tickwork.core.model import (
     TaskKind,
     TaskRun,
     TaskRunState,
+    TriggerRule,
 )
 
-_TASK_RUN_FIELDS = tuple(f.name for f in fields(TaskRun))
+#: Stored columns of a task run (``inputs`` is filled in at claim time, never stored).
+_TASK_RUN_FIELDS = tuple(f.name for f in fields(TaskRun) if f.name != "inputs")
+
+
+def callbacks_to_json(callbacks: Callbacks) -> dict[str, Any] | None:
+    if not callbacks:
+        return None
+    return {
+        str(event): {"kind": cb.kind.value, **dict(cb.config)} for event, cb in callbacks.items()
+    }
+
+
+def callbacks_from_json(data: Mapping[str, Any] | None) -> Callbacks:
+    if not data:
+        return {}
+    out: dict[CallbackEvent, Callback] = {}
+    for event, spec in data.items():
+        config = {k: v for k, v in spec.items() if k != "kind"}
+        out[CallbackEvent(event)] = Callback(kind=TaskKind(spec["kind"]), config=config)
+    return out
 
 
 def retry_to_json(policy: RetryPolicy) -> dict[str, Any]:
@@ -54,6 +77,9 @@ def job_to_row(job: Job) -> dict[str, Any]:
         "timeout": job.timeout,
         "tags": list(job.tags),
         "metadata": dict(job.metadata),
+        "max_active_runs": job.max_active_runs,
+        "depends_on_past": job.depends_on_past,
+        "callbacks": callbacks_to_json(job.callbacks),
         "next_fire_at": job.next_fire_at,
         "last_fire_at": job.last_fire_at,
         "created_at": job.created_at,
@@ -86,6 +112,9 @@ def job_from_row(row: RowMapping, tasks: tuple[Task, ...]) -> Job:
         paused=row["paused"],
         tags=tuple(row["tags"]),
         metadata=row["metadata"],
+        max_active_runs=row["max_active_runs"],
+        depends_on_past=row["depends_on_past"],
+        callbacks=callbacks_from_json(row["callbacks"]),
         next_fire_at=row["next_fire_at"],
         last_fire_at=row["last_fire_at"],
     )
@@ -101,6 +130,11 @@ def task_to_row(job_id: str, position: int, task: Task) -> dict[str, Any]:
         "timeout": task.timeout,
         "retry": None if task.retry is None else retry_to_json(task.retry),
         "position": position,
+        "trigger_rule": task.trigger_rule.value,
+        "priority": task.priority,
+        "pool": task.pool,
+        "pool_slots": task.pool_slots,
+        "callbacks": callbacks_to_json(task.callbacks),
     }
 
 
@@ -113,6 +147,11 @@ def task_from_row(row: RowMapping) -> Task:
         upstream=tuple(row["upstream"]),
         timeout=row["timeout"],
         retry=None if retry is None else retry_from_json(retry),
+        trigger_rule=TriggerRule(row["trigger_rule"]),
+        priority=row["priority"],
+        pool=row["pool"],
+        pool_slots=row["pool_slots"],
+        callbacks=callbacks_from_json(row["callbacks"]),
     )
 
 
@@ -152,6 +191,8 @@ def task_run_to_row(tr: TaskRun) -> dict[str, Any]:
         config=dict(tr.config),
         retry=retry_to_json(tr.retry),
         upstream=list(tr.upstream),
+        trigger_rule=tr.trigger_rule.value,
+        callbacks=callbacks_to_json(tr.callbacks),
     )
     return row
 
@@ -163,6 +204,8 @@ def task_run_from_row(row: RowMapping) -> TaskRun:
         state=TaskRunState(row["state"]),
         retry=retry_from_json(row["retry"]),
         upstream=tuple(row["upstream"]),
+        trigger_rule=TriggerRule(row["trigger_rule"]),
+        callbacks=callbacks_from_json(row["callbacks"]),
     )
     return TaskRun(**values)
 

@@ -89,6 +89,9 @@ jobs = sa.Table(
     sa.Column("timeout", sa.Float),
     sa.Column("tags", sa.JSON, nullable=False),
     sa.Column("metadata", sa.JSON, nullable=False),
+    sa.Column("max_active_runs", sa.Integer),
+    sa.Column("depends_on_past", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("callbacks", sa.JSON),
     _ts("next_fire_at"),
     _ts("last_fire_at"),
     _ts("created_at", nullable=False),
@@ -116,6 +119,11 @@ tasks = sa.Table(
     sa.Column("timeout", sa.Float),
     sa.Column("retry", sa.JSON),
     sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("trigger_rule", STATE, nullable=False, server_default="all_success"),
+    sa.Column("priority", sa.Integer),
+    sa.Column("pool", NAME),
+    sa.Column("pool_slots", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("callbacks", sa.JSON),
 )
 
 runs = sa.Table(
@@ -165,12 +173,36 @@ task_runs = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("exit_code", sa.Integer),
     sa.Column("cancel_requested", sa.Boolean, nullable=False),
+    sa.Column("trigger_rule", STATE, nullable=False, server_default="all_success"),
+    sa.Column("pool", NAME),
+    sa.Column("pool_slots", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("depends_on_past", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("callbacks", sa.JSON),
+    sa.Column("result", sa.Text),
 )
 sa.Index("ix_task_runs_state_due_at", task_runs.c.state, task_runs.c.due_at)
 sa.Index("ix_task_runs_state_heartbeat_at", task_runs.c.state, task_runs.c.heartbeat_at)
 sa.Index("ix_task_runs_state_queued_at", task_runs.c.state, task_runs.c.queued_at)
 sa.Index("ix_task_runs_run_id", task_runs.c.run_id)
 sa.Index("ix_task_runs_job_id", task_runs.c.job_id)
+# Slots in use: the queued and running task runs of a pool.
+sa.Index(
+    "ix_task_runs_pool_state",
+    task_runs.c.pool,
+    task_runs.c.state,
+    sqlite_where=task_runs.c.pool.is_not(None),
+    postgresql_where=task_runs.c.pool.is_not(None),
+)
+
+pools = sa.Table(
+    "pools",
+    metadata,
+    sa.Column("name", NAME, primary_key=True),
+    sa.Column("slots", sa.Integer, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+)
 
 attempts = sa.Table(
     "attempts",
@@ -239,4 +271,5 @@ TABLES_CHILDREN_FIRST = (
     jobs,
     api_tokens,
     idempotency_keys,
+    pools,
 )

@@ -30,6 +30,7 @@ from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
 from tickwork.store.idempotency import SqlIdempotencyMethods
 from tickwork.store.migrate import upgrade_head_on
+from tickwork.store.pools import SqlPoolMethods
 from tickwork.store.schema import TABLES_CHILDREN_FIRST
 from tickwork.store.tokens import SqlTokenMethods
 
@@ -44,7 +45,7 @@ async def open_store(url: str) -> SqlStore:
     return SqlStore(create_engines(url))
 
 
-class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
+class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
     Writes run in one transaction each; reads see one snapshot. Unique violations become
