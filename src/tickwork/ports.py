@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
@@ -133,6 +133,22 @@ class IdempotencyStore(Protocol):
 
     async def purge_keys(self, now: datetime) -> int:
         """Delete keys that expired at or before ``now``; returns how many."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What ``Store.complete`` did.
+
+    ``queued``: downstream task runs that the outcomes made ready, queued in the same
+    transaction; the caller publishes them at once (no scheduler round trip per DAG edge).
+    ``waiting``: how many were made ready but left ``scheduled`` for the scheduler to admit
+    (their pool, ``depends_on_past`` or a paused job decides when); wake it.
+    """
+
+    applied: list[str]
+    queued: list[TaskRun] = field(default_factory=list)
+    waiting: int = 0
+    pools_freed: bool = False  # an applied outcome gave pool slots back
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,12 +337,13 @@ class Store(TokenStore, IdempotencyStore, PoolStore, Protocol):
         Returns the ids among them whose cancellation has been requested.
         """
 
-    async def complete(self, outcomes: Sequence[Outcome]) -> list[str]:
+    async def complete(self, outcomes: Sequence[Outcome]) -> Completion:
         """Record finished attempts: running → outcome.state, conditional on attempt.
 
-        Writes one attempt-history row per applied outcome; ``up_for_retry`` also sets
-        ``due_at = retry_at`` and ``attempt + 1``. Updates the runs' derived states. Returns
-        the ids of the task runs whose outcome was applied.
+        Writes one attempt-history row per applied outcome (and a success's ``result``);
+        ``up_for_retry`` also sets ``due_at = retry_at`` and ``attempt + 1``. Advances the
+        runs' DAGs (downstream task runs become ready, skipped or upstream_failed) and updates
+        their derived states, all in one transaction. See ``Completion``.
         """
 
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:

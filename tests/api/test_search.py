@@ -64,7 +64,7 @@ async def test_dead_letters_lists_failed_task_runs_with_their_run(
     started = await store.claim([(task_run["id"], 1)], "w1", _now(run))
     assert len(started) == 1
     failed = Outcome(task_run["id"], 1, TaskRunState.FAILED, _now(run), error="boom")
-    assert await store.complete([failed]) == [task_run["id"]]
+    assert (await store.complete([failed])).applied == [task_run["id"]]
     page = (await api.get(f"{API}/dead-letters")).json()
     assert [(d["job_name"], d["run_id"], d["error"]) for d in page["task_runs"]] == [
         ("a", run["id"], "boom")

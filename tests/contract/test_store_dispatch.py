@@ -145,7 +145,7 @@ async def test_complete_success_writes_history_and_finishes_run(store: SqlStore)
     (tr,) = await _running(store)
     done = outcome(tr, S.SUCCESS, at(110), exit_code=0)
 
-    assert await store.complete([done]) == [tr.id]
+    assert (await store.complete([done])).applied == [tr.id]
 
     detail = await store.get_run(tr.run_id)
     assert detail is not None
@@ -156,7 +156,7 @@ async def test_complete_success_writes_history_and_finishes_run(store: SqlStore)
     assert (history.attempt, history.state, history.started_at) == (1, S.SUCCESS, at(100))
     assert (history.finished_at, history.worker_id) == (at(110), "w1")
     # The same outcome again (a duplicate report) is stale and changes nothing.
-    assert await store.complete([done]) == []
+    assert (await store.complete([done])).applied == []
     again = await store.get_run(tr.run_id)
     assert again is not None
     assert len(again.attempts) == 1
@@ -166,7 +166,7 @@ async def test_complete_up_for_retry_schedules_next_attempt(store: SqlStore) -> 
     (tr,) = await _running(store)
     retry = outcome(tr, S.UP_FOR_RETRY, at(110), retry_at=at(130), error="boom", exit_code=2)
 
-    assert await store.complete([retry]) == [tr.id]
+    assert (await store.complete([retry])).applied == [tr.id]
 
     detail = await store.get_run(tr.run_id)
     assert detail is not None
@@ -184,7 +184,7 @@ async def test_complete_up_for_retry_schedules_next_attempt(store: SqlStore) -> 
 
 async def test_complete_failed_dead_letters_and_fails_run(store: SqlStore) -> None:
     (tr,) = await _running(store)
-    assert await store.complete([outcome(tr, S.FAILED, at(110), error="no")]) == [tr.id]
+    assert (await store.complete([outcome(tr, S.FAILED, at(110), error="no")])).applied == [tr.id]
     detail = await store.get_run(tr.run_id)
     assert detail is not None
     assert detail.task_runs[0].state == S.FAILED
@@ -201,7 +201,7 @@ async def test_complete_applies_a_batch_and_skips_stale_outcomes(store: SqlStore
             dataclasses.replace(outcome(c, S.SUCCESS, at(110)), attempt=c.attempt + 1),
         ]
     )
-    assert sorted(applied) == sorted([a.id, b.id])
+    assert sorted(applied.applied) == sorted([a.id, b.id])
     assert await _run_state(store, a) == RunState.SUCCESS
     assert await _run_state(store, b) == RunState.CANCELLED
     assert await _run_state(store, c) == RunState.RUNNING

@@ -62,7 +62,13 @@ def test_can_transition_refuses_skipping_or_leaving_a_final_state(
 def test_success_and_skipped_are_final_and_every_state_is_reachable_or_initial() -> None:
     assert not [dst for (src, dst) in TRANSITIONS if src in {S.SUCCESS, S.SKIPPED}]
     reachable = {dst for (_, dst) in TRANSITIONS}
-    assert set(S) - reachable == {S.PENDING}
+    # ``pending`` is also where a retried task with upstreams waits for them again.
+    assert set(S) - reachable == set()
+    assert {src for (src, dst) in TRANSITIONS if dst == S.PENDING} == {
+        S.FAILED,
+        S.UPSTREAM_FAILED,
+        S.CANCELLED,
+    }
 
 
 def test_an_attempt_outcome_is_a_final_or_retry_state_never_a_release() -> None:
@@ -85,7 +91,7 @@ def test_sources_of_lists_exactly_the_states_leading_to_a_state() -> None:
         S.RUNNING,
         S.UP_FOR_RETRY,
     }
-    assert sources_of(S.PENDING) == frozenset()
+    assert sources_of(S.PENDING) == frozenset({S.FAILED, S.UPSTREAM_FAILED, S.CANCELLED})
 
 
 def test_named_state_sets_agree_with_the_table() -> None:

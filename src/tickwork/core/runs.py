@@ -33,6 +33,8 @@ def new_run(
     """
     run_id = make_id()
     due = due_at or logical_date
+    if state is TaskRunState.QUEUED and gated(job):
+        state = TaskRunState.SCHEDULED  # the scheduler admits it (pool, run limit, past)
     task_runs = tuple(
         TaskRun(
             id=make_id(),
@@ -70,6 +72,16 @@ def new_run(
         created_at=now,
     )
     return NewRun(run=run, task_runs=task_runs)
+
+
+def gated(job: Job) -> bool:
+    """Whether the job's task runs wait for the scheduler's admission before they queue: a
+    pool's free slots, ``max_active_runs``, or ``depends_on_past``."""
+    return (
+        job.max_active_runs is not None
+        or job.depends_on_past
+        or any(task.pool is not None for task in job.tasks)
+    )
 
 
 def skipped_run(

@@ -30,6 +30,10 @@ TRANSITIONS: dict[tuple[TaskRunState, TaskRunState], str] = {
     (S.FAILED, S.SCHEDULED): "manual retry of a dead letter",
     (S.UPSTREAM_FAILED, S.SCHEDULED): "manual retry",
     (S.CANCELLED, S.SCHEDULED): "manual retry",
+    # A retried task with upstreams waits for them again (the trigger rules decide).
+    (S.FAILED, S.PENDING): "manual retry, task has upstreams",
+    (S.UPSTREAM_FAILED, S.PENDING): "manual retry, task has upstreams",
+    (S.CANCELLED, S.PENDING): "manual retry, task has upstreams",
 }
 
 TERMINAL: frozenset[TaskRunState] = frozenset(

@@ -119,10 +119,13 @@ class Scheduler:
             )
             for tr in task_runs
         ]
-        applied = await self._store.complete(outcomes)
-        if applied:
-            log.warning("failed %d lost task run(s): %s", len(applied), why)
-        return len(applied)
+        done = await self._store.complete(outcomes)
+        await self._broker.publish(deliveries(done.queued))
+        if done.waiting:
+            self.wake()
+        if done.applied:
+            log.warning("failed %d lost task run(s): %s", len(done.applied), why)
+        return len(done.applied)
 
     async def resend_queued(self, queued_before: datetime) -> int:
         """Re-publish queued task runs no worker claimed (a lost message, a restart)."""

@@ -26,7 +26,7 @@ from tickwork.broker.memory import MemoryBroker
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
 from tickwork.ids import new_id
-from tickwork.ports import Runner, Store
+from tickwork.ports import Completion, Runner, Store
 from tickwork.scheduler.loop import Scheduler
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
 from tickwork.store import open_store
@@ -130,15 +130,17 @@ def wire(
         ),
         clock=clock,
         rand=random.random,
-        on_complete=lambda outcomes: _wake_for_retries(scheduler, outcomes),
+        on_complete=lambda outcomes, done: _wake_if_needed(scheduler, outcomes, done),
     )
     services = Services(store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check)
     return Embedded(store, broker, scheduler, pool, services, runners)
 
 
-def _wake_for_retries(scheduler: Scheduler, outcomes: Sequence[Outcome]) -> None:
-    """A retry is due later: the scheduler must look again to sleep until then."""
-    if any(o.state is TaskRunState.UP_FOR_RETRY for o in outcomes):
+def _wake_if_needed(scheduler: Scheduler, outcomes: Sequence[Outcome], done: Completion) -> None:
+    """The scheduler must look again when a retry is due later (to sleep until then), when
+    downstream tasks became ready that it admits, or when pool slots came free."""
+    retry = any(o.state is TaskRunState.UP_FOR_RETRY for o in outcomes)
+    if retry or done.waiting or done.pools_freed:
         scheduler.wake()
 
 

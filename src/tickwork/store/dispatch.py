@@ -6,6 +6,8 @@ never one statement per task run.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -15,8 +17,9 @@ from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.core.model import Outcome, RunState, TaskRun, TaskRunState
 from tickwork.core.states import DISPATCHABLE, OUTCOMES, TERMINAL, derive_run_state
-from tickwork.ports import TaskKey
+from tickwork.ports import Completion, TaskKey
 from tickwork.store.common import chunked, key_in, param
+from tickwork.store.gates import admit, may_queue
 from tickwork.store.rows import task_run_from_row
 from tickwork.store.runs import refresh_runs
 from tickwork.store.schema import attempts, jobs, runs, task_runs
@@ -29,21 +32,39 @@ _DISPATCHABLE = [s.value for s in DISPATCHABLE]
 _NOT_PAUSED = task_runs.c.job_id.not_in(sa.select(jobs.c.id).where(jobs.c.paused))
 
 
+#: Higher priority first; among equals the older logical date (FIFO), so a steady stream of
+#: new runs never starves an older one; then the earlier due time.
+DISPATCH_ORDER = (
+    task_runs.c.priority.desc(),
+    task_runs.c.logical_date,
+    task_runs.c.due_at,
+    task_runs.c.id,
+)
+
+
 def due_task_runs(conn: Connection, until: datetime, limit: int) -> list[TaskRun]:
     query = (
         sa.select(task_runs)
-        .where(task_runs.c.state.in_(_DISPATCHABLE), task_runs.c.due_at <= until, _NOT_PAUSED)
-        .order_by(task_runs.c.priority.desc(), task_runs.c.due_at, task_runs.c.id)
+        .where(
+            task_runs.c.state.in_(_DISPATCHABLE),
+            task_runs.c.due_at <= until,
+            _NOT_PAUSED,
+            may_queue(),
+        )
+        .order_by(*DISPATCH_ORDER)
         .limit(limit)
     )
     return [task_run_from_row(r) for r in (conn.execute(query)).mappings()]
 
 
 def next_due_at(conn: Connection) -> datetime | None:
+    """The earliest due time of a task run that could be queued (a gated one that must wait
+    for a pool, an older run or its past is left out, or the scheduler would spin on it)."""
     earliest: datetime | None = conn.scalar(
-        sa.select(sa.func.min(task_runs.c.due_at)).where(
-            task_runs.c.state.in_(_DISPATCHABLE), _NOT_PAUSED
-        )
+        sa.select(task_runs.c.due_at)
+        .where(task_runs.c.state.in_(_DISPATCHABLE), _NOT_PAUSED, may_queue())
+        .order_by(task_runs.c.due_at)
+        .limit(1)
     )
     return earliest
 
@@ -100,18 +121,39 @@ def _update_returning(
 
 
 def mark_queued(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
-    where = task_runs.c.state.in_(_DISPATCHABLE)
-    won = _update_returning(conn, keys, where, {"state": S.QUEUED.value, "queued_at": now})
-    # A ``scheduled`` run has no queued, running or finished task run; with one queued it
-    # is ``queued``. A run in any other state keeps it (``derive_run_state``; a unit test
-    # holds that), so no sibling needs reading.
+    """Queue the task runs with these keys; one that declares a pool only if it fits."""
+    dispatchable = task_runs.c.state.in_(_DISPATCHABLE)
+    values = {"state": S.QUEUED.value, "queued_at": now}
+    won = _update_returning(conn, keys, sa.and_(dispatchable, task_runs.c.pool.is_(None)), values)
+    pooled = _pooled(conn, keys, dispatchable)
+    if pooled:
+        fits = [(tr.id, tr.attempt) for tr in admit(conn, pooled)]
+        won += _update_returning(conn, fits, dispatchable, values)
+    _runs_scheduled_to_queued(conn, won)
+    return won
+
+
+def _pooled(
+    conn: Connection, keys: Sequence[TaskKey], where: sa.ColumnElement[bool]
+) -> list[TaskRun]:
+    """The task runs among ``keys`` that declare a pool, in dispatch order."""
+    found: list[TaskRun] = []
+    for chunk in chunked(keys):
+        query = sa.select(task_runs).where(key_in(chunk), where, task_runs.c.pool.is_not(None))
+        found += [task_run_from_row(r) for r in conn.execute(query).mappings()]
+    return sorted(found, key=lambda tr: (-tr.priority, tr.logical_date, tr.due_at, tr.id))
+
+
+def _runs_scheduled_to_queued(conn: Connection, won: Sequence[TaskRun]) -> None:
+    """A ``scheduled`` run has no queued, running or finished task run; with one queued it
+    is ``queued``. A run in any other state keeps it (``derive_run_state``; a unit test
+    holds that), so no sibling needs reading."""
     for chunk in chunked(sorted({tr.run_id for tr in won})):
         conn.execute(
             sa.update(runs)
             .where(runs.c.id.in_(chunk), runs.c.state == RunState.SCHEDULED.value)
             .values(state=RunState.QUEUED.value)
         )
-    return won
 
 
 def claim(
@@ -125,7 +167,33 @@ def claim(
     }
     won = _update_returning(conn, keys, task_runs.c.state == S.QUEUED.value, values)
     _mark_runs_running(conn, {tr.run_id for tr in won}, now)
-    return won
+    return _with_inputs(conn, won)
+
+
+def _with_inputs(conn: Connection, claimed: list[TaskRun]) -> list[TaskRun]:
+    """Attach to each claimed task run the results of its direct upstreams."""
+    downstream = [tr for tr in claimed if tr.upstream]
+    if not downstream:
+        return claimed
+    results: dict[tuple[str, str], Any] = {}
+    for chunk in chunked(sorted({tr.run_id for tr in downstream})):
+        rows = conn.execute(
+            sa.select(task_runs.c.run_id, task_runs.c.task_name, task_runs.c.result).where(
+                task_runs.c.run_id.in_(chunk), task_runs.c.result.is_not(None)
+            )
+        )
+        results.update({(r.run_id, r.task_name): json.loads(r.result) for r in rows})
+    return [
+        dataclasses.replace(
+            tr,
+            inputs={
+                up: results[(tr.run_id, up)] for up in tr.upstream if (tr.run_id, up) in results
+            },
+        )
+        if tr.upstream
+        else tr
+        for tr in claimed
+    ]
 
 
 def _mark_runs_running(conn: Connection, run_ids: set[str], now: datetime) -> None:
@@ -182,7 +250,7 @@ def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: da
 # -- completion ------------------------------------------------------------------------
 
 
-def complete(conn: Connection, outcomes: Sequence[Outcome]) -> list[str]:
+def complete(conn: Connection, outcomes: Sequence[Outcome]) -> Completion:
     for o in outcomes:
         if o.state not in OUTCOMES:
             raise ValueError(f"outcome state {o.state.value!r} is not reachable from running")
@@ -198,14 +266,45 @@ def complete(conn: Connection, outcomes: Sequence[Outcome]) -> list[str]:
         )
         applied.extend((row, by_key[(row["id"], row["attempt"])]) for row in result.mappings())
     if not applied:
-        return []
+        return Completion(applied=[])
     conn.execute(_COMPLETE_UPDATE, [_completion(row, o) for row, o in applied])
     conn.execute(attempts.insert(), [_attempt_row(row, o) for row, o in applied])
     alone = [(row, o) for row, o in applied if row["siblings"] == 1]
     _set_single_task_runs(conn, alone)
     finished = max(o.finished_at for _, o in applied)
-    refresh_runs(conn, [row["run_id"] for row, _ in applied if row["siblings"] != 1], finished)
-    return [row["id"] for row, _ in applied]
+    family = [row["run_id"] for row, _ in applied if row["siblings"] != 1]
+    ready = refresh_runs(conn, family, finished)
+    queued = queue_ready(conn, ready, finished)
+    return Completion(
+        applied=[row["id"] for row, _ in applied],
+        queued=queued,
+        waiting=len(ready) - len(queued),
+        pools_freed=any(row["pool"] is not None for row, _ in applied),
+    )
+
+
+def queue_ready(conn: Connection, ids: Sequence[str], now: datetime) -> list[TaskRun]:
+    """Queue at once the task runs just made ready that nothing else gates: no pool (the
+    scheduler admits those), no ``depends_on_past``, and a job that is not paused."""
+    if not ids:
+        return []
+    won: list[TaskRun] = []
+    for chunk in chunked(sorted(ids)):
+        result = conn.execute(
+            sa.update(task_runs)
+            .where(
+                task_runs.c.id.in_(chunk),
+                task_runs.c.state == S.SCHEDULED.value,
+                task_runs.c.pool.is_(None),
+                sa.not_(task_runs.c.depends_on_past),
+                _NOT_PAUSED,
+            )
+            .values(state=S.QUEUED.value, queued_at=now)
+            .returning(*task_runs.c)
+        )
+        won.extend(task_run_from_row(r) for r in result.mappings())
+    _runs_scheduled_to_queued(conn, won)
+    return won
 
 
 def _set_single_task_runs(conn: Connection, applied: Sequence[tuple[RowMapping, Outcome]]) -> None:
@@ -246,7 +345,16 @@ _siblings = sa.alias(task_runs, "siblings")
 _COMPLETE_COLUMNS = (
     *(
         task_runs.c[name]
-        for name in ("id", "attempt", "run_id", "due_at", "started_at", "heartbeat_at", "worker_id")
+        for name in (
+            "id",
+            "attempt",
+            "run_id",
+            "due_at",
+            "started_at",
+            "heartbeat_at",
+            "worker_id",
+            "pool",
+        )
     ),
     sa.select(sa.func.count())
     .where(_siblings.c.run_id == task_runs.c.run_id)
@@ -274,6 +382,7 @@ _COMPLETE_UPDATE = (
                 "worker_id",
                 "error",
                 "exit_code",
+                "result",
             )
         }
     )
@@ -295,6 +404,7 @@ def _completion(row: RowMapping, o: Outcome) -> dict[str, Any]:
         "p_worker_id": None if retry else (o.worker_id or row["worker_id"]),
         "p_error": o.error,
         "p_exit_code": o.exit_code,
+        "p_result": o.result if o.state == S.SUCCESS else None,
     }
 
 

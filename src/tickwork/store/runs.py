@@ -6,7 +6,7 @@ import base64
 import binascii
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from tickwork.core.model import NewRun, RunDetail, RunState, TaskRun, TaskRunSta
 from tickwork.core.states import CANCELLABLE_AT_REST, RETRYABLE, derive_run_state
 from tickwork.ports import DeadLetterPage, RunPage, TimeWindow
 from tickwork.store.common import chunked, insert_ignoring_duplicates, param
+from tickwork.store.readiness import CHILD_COLUMNS, advance
 from tickwork.store.rows import (
     attempt_from_row,
     retry_to_json,
@@ -235,11 +236,14 @@ def retry_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
 
 
 def _one_more_attempt(tr: TaskRun, now: datetime) -> TaskRun:
+    """The task run ready for one more attempt. One with upstreams goes back to ``pending``:
+    the trigger rules decide again (at once, in ``refresh_runs``) once its upstreams are
+    done, so a retried DAG runs in order."""
     attempt = tr.attempt + 1
     policy = dataclasses.replace(tr.retry, max_attempts=max(tr.retry.max_attempts, attempt))
     return dataclasses.replace(
         tr,
-        state=TaskRunState.SCHEDULED,
+        state=TaskRunState.PENDING if tr.upstream else TaskRunState.SCHEDULED,
         attempt=attempt,
         retry=policy,
         due_at=now,
@@ -260,7 +264,7 @@ _RETRY_UPDATE = (
         task_runs.c.state.in_([s.value for s in RETRYABLE]),
     )
     .values(
-        state=TaskRunState.SCHEDULED.value,
+        state=param(task_runs.c.state),
         attempt=param(task_runs.c.attempt),
         retry=param(task_runs.c.retry),
         due_at=param(task_runs.c.due_at),
@@ -278,6 +282,7 @@ def _retry_params(tr: TaskRun) -> dict[str, Any]:
     return {
         "p_key_id": tr.id,
         "p_key_attempt": tr.attempt - 1,
+        "p_state": tr.state.value,
         "p_attempt": tr.attempt,
         "p_retry": retry_to_json(tr.retry),
         "p_due_at": tr.due_at,
@@ -293,20 +298,18 @@ def _require_run(conn: Connection, run_id: str) -> None:
 # -- derived run state -----------------------------------------------------------------
 
 
-def refresh_runs(conn: Connection, run_ids: Iterable[str], now: datetime) -> None:
-    """Set each run's state, started_at and finished_at from its task runs (batched)."""
+def refresh_runs(conn: Connection, run_ids: Iterable[str], now: datetime) -> list[str]:
+    """Advance each run's DAG (``readiness.advance``), then set the run's state, started_at and
+    finished_at from its task runs (batched). Returns the ids of task runs made ``scheduled``.
+    """
+    ready: list[str] = []
     for chunk in chunked(sorted(set(run_ids))):
-        children = conn.execute(
-            sa.select(
-                task_runs.c.run_id,
-                task_runs.c.state,
-                task_runs.c.started_at,
-                task_runs.c.finished_at,
-            ).where(task_runs.c.run_id.in_(chunk))
-        )
-        by_run: dict[str, list[RowMapping]] = defaultdict(list)
+        children = conn.execute(sa.select(*CHILD_COLUMNS).where(task_runs.c.run_id.in_(chunk)))
+        by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for child in children.mappings():
-            by_run[child["run_id"]].append(child)
+            by_run[child["run_id"]].append(dict(child))
+        for family in by_run.values():
+            ready += advance(conn, family, now)
         parents = conn.execute(
             sa.select(runs.c.id, runs.c.state, runs.c.started_at, runs.c.finished_at).where(
                 runs.c.id.in_(chunk)
@@ -319,6 +322,7 @@ def refresh_runs(conn: Connection, run_ids: Iterable[str], now: datetime) -> Non
         ]
         if changes:
             conn.execute(_RUN_UPDATE, changes)
+    return ready
 
 
 _RUN_UPDATE = (
@@ -333,7 +337,7 @@ _RUN_UPDATE = (
 
 
 def _derived(
-    parent: RowMapping, children: Sequence[RowMapping], now: datetime
+    parent: RowMapping, children: Sequence[Mapping[str, Any]], now: datetime
 ) -> dict[str, Any] | None:
     state = derive_run_state(TaskRunState(c["state"]) for c in children)
     started = [c["started_at"] for c in children if c["started_at"] is not None]

@@ -145,6 +145,15 @@ runs = sa.Table(
 sa.Index("ix_runs_job_logical_date_id", runs.c.job_id, runs.c.logical_date, runs.c.id)
 sa.Index("ix_runs_logical_date_id", runs.c.logical_date, runs.c.id)
 sa.Index("ix_runs_state_logical_date", runs.c.state, runs.c.logical_date)
+# ``max_active_runs``: a job's unfinished runs older than a given one.
+_UNFINISHED = runs.c.state.in_(("scheduled", "queued", "running"))
+sa.Index(
+    "ix_runs_unfinished",
+    runs.c.job_id,
+    runs.c.logical_date,
+    sqlite_where=_UNFINISHED,
+    postgresql_where=_UNFINISHED,
+)
 
 task_runs = sa.Table(
     "task_runs",
@@ -184,7 +193,13 @@ sa.Index("ix_task_runs_state_due_at", task_runs.c.state, task_runs.c.due_at)
 sa.Index("ix_task_runs_state_heartbeat_at", task_runs.c.state, task_runs.c.heartbeat_at)
 sa.Index("ix_task_runs_state_queued_at", task_runs.c.state, task_runs.c.queued_at)
 sa.Index("ix_task_runs_run_id", task_runs.c.run_id)
-sa.Index("ix_task_runs_job_id", task_runs.c.job_id)
+# A job's task runs; with the task name and logical date, ``depends_on_past``'s lookup.
+sa.Index(
+    "ix_task_runs_job_task_logical",
+    task_runs.c.job_id,
+    task_runs.c.task_name,
+    task_runs.c.logical_date,
+)
 # Slots in use: the queued and running task runs of a pool.
 sa.Index(
     "ix_task_runs_pool_state",

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskRun, TaskRunState
 from tickwork.ports import (
+    Completion,
     DeadLetterPage,
     JobFilter,
     Materialization,
@@ -202,9 +203,9 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods):
             return set()
         return await self._write(lambda conn: dispatch.heartbeat(conn, keys, worker_id, now))
 
-    async def complete(self, outcomes: Sequence[Outcome]) -> list[str]:
+    async def complete(self, outcomes: Sequence[Outcome]) -> Completion:
         if not outcomes:
-            return []
+            return Completion(applied=[])
         return await self._write(lambda conn: dispatch.complete(conn, outcomes))
 
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:

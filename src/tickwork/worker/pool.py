@@ -10,7 +10,7 @@ from datetime import datetime
 
 from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun, TaskRunState
 from tickwork.core.retry import failure_outcome
-from tickwork.ports import Broker, Delivery, Runner, RunResult, Store
+from tickwork.ports import Broker, Completion, Delivery, Runner, RunResult, Store
 from tickwork.runtime.batch import Batcher
 from tickwork.runtime.supervisor import supervise
 from tickwork.worker.logs import TaskLog
@@ -60,7 +60,7 @@ class WorkerPool:
         *,
         clock: Callable[[], datetime],
         rand: Callable[[], float],
-        on_complete: Callable[[Sequence[Outcome]], None] = lambda _: None,
+        on_complete: Callable[[Sequence[Outcome], Completion], None] = lambda _o, _c: None,
     ) -> None:
         self._store = store
         self._broker = broker
@@ -250,5 +250,9 @@ class WorkerPool:
         await self._store.append_logs(chunks)
 
     async def _write_outcomes(self, outcomes: Sequence[Outcome]) -> None:
-        await self._store.complete(outcomes)
-        self._on_complete(outcomes)
+        done = await self._store.complete(outcomes)
+        if done.queued:  # downstream tasks made ready: straight to the workers
+            await self._broker.publish(
+                [Delivery(tr.id, tr.attempt, tr.queue, tr.priority) for tr in done.queued]
+            )
+        self._on_complete(outcomes, done)

@@ -54,6 +54,18 @@ def upgrade() -> None:
         sqlite_where=sa.text("pool IS NOT NULL"),
         postgresql_where=sa.text("pool IS NOT NULL"),
     )
+    op.drop_index("ix_task_runs_job_id", table_name="task_runs")
+    op.create_index(
+        "ix_task_runs_job_task_logical", "task_runs", ["job_id", "task_name", "logical_date"]
+    )
+    unfinished = sa.text("state IN ('scheduled', 'queued', 'running')")
+    op.create_index(
+        "ix_runs_unfinished",
+        "runs",
+        ["job_id", "logical_date"],
+        sqlite_where=unfinished,
+        postgresql_where=unfinished,
+    )
     op.create_table(
         "pools",
         sa.Column("name", NAME, primary_key=True),
@@ -66,6 +78,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("pools")
+    op.drop_index("ix_runs_unfinished", table_name="runs")
+    op.drop_index("ix_task_runs_job_task_logical", table_name="task_runs")
+    op.create_index("ix_task_runs_job_id", "task_runs", ["job_id"])
     op.drop_index("ix_task_runs_pool_state", table_name="task_runs")
     with op.batch_alter_table("task_runs") as batch:
         for name in ("result", "depends_on_past", "callbacks", "pool_slots", "pool"):
