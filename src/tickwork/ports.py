@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from tickwork.core.model import (
     Job,
@@ -403,6 +403,7 @@ class RunResult:
     exit_code: int | None = None
     timed_out: bool = False
     cancelled: bool = False
+    result: Any = None  # what a python task returned (JSON-able); None: nothing
 
 
 class Runner(Protocol):

@@ -58,6 +58,8 @@ def _past_ok() -> sa.ColumnElement[bool]:
             _prev_run.c.job_id == task_runs.c.job_id,
             _prev_run.c.logical_date < task_runs.c.logical_date,
         )
+        # Two levels down: correlate with the outer task run explicitly, not the EXISTS.
+        .correlate(task_runs)
         .scalar_subquery()
     )
     blocking = sa.exists().where(

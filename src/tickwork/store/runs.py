@@ -261,7 +261,8 @@ _RETRY_UPDATE = (
     .where(
         task_runs.c.id == sa.bindparam("p_key_id"),
         task_runs.c.attempt == sa.bindparam("p_key_attempt"),
-        task_runs.c.state.in_([s.value for s in RETRYABLE]),
+        # Not ``IN``: an expanding parameter cannot be used in an executemany.
+        sa.or_(*(task_runs.c.state == s.value for s in sorted(RETRYABLE))),
     )
     .values(
         state=param(task_runs.c.state),

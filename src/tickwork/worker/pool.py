@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun, TaskRunState
+from tickwork.core.results import MAX_RESULT_BYTES, ResultTooLarge, encode_result, resolve_results
 from tickwork.core.retry import failure_outcome
 from tickwork.ports import Broker, Completion, Delivery, Runner, RunResult, Store
 from tickwork.runtime.batch import Batcher
@@ -34,6 +35,7 @@ class PoolConfig:
     max_prefetch: int = 256
     heartbeat_interval: float = 0.5  # also bounds how fast a cancel request is noticed
     consume_timeout: float = 0.5
+    max_result_bytes: int = MAX_RESULT_BYTES  # a task's result (JSON) passed downstream
 
 
 @dataclass(slots=True)
@@ -42,6 +44,13 @@ class _Active:
     cancel: asyncio.Event
     task: asyncio.Task[None] | None = None
     started: bool = False  # holds a slot (False: claimed ahead, still waiting)
+
+
+def with_inputs(task_run: TaskRun) -> TaskRun:
+    """The task run with ``{"$result": name}`` in its config replaced by upstream results."""
+    if not task_run.upstream:
+        return task_run
+    return replace(task_run, config=resolve_results(task_run.config, task_run.inputs))
 
 
 class WorkerPool:
@@ -167,7 +176,7 @@ class WorkerPool:
             if active.cancel.is_set():  # cancelled or drained while waiting for a slot
                 result = RunResult(ok=False, cancelled=True)
             else:
-                result = await self._run_one(task_run, sink, active.cancel)
+                result = await self._run_one(with_inputs(task_run), sink, active.cancel)
             outcome = self._outcome(active.task_run, result, started)
             elapsed = (outcome.finished_at - started).total_seconds()
             self._avg_duration = 0.9 * self._avg_duration + 0.1 * elapsed
@@ -195,7 +204,15 @@ class WorkerPool:
     def _outcome(self, task_run: TaskRun, result: RunResult, started: datetime) -> Outcome:
         now = self._clock()
         if result.ok:
-            return self._finished(task_run, TaskRunState.SUCCESS, started, now)
+            try:
+                encoded = encode_result(result.result, self._config.max_result_bytes)
+            except ResultTooLarge as exc:
+                result = RunResult(ok=False, error=str(exc))
+            except (TypeError, ValueError):  # not JSON: logged by the runner, not passed on
+                encoded = None
+        if result.ok:
+            done = self._finished(task_run, TaskRunState.SUCCESS, started, now)
+            return replace(done, result=encoded)
         if result.cancelled and not task_run.cancel_requested:
             # Interrupted by our own shutdown, not by a user: give it back without judgement.
             return self._finished(

@@ -183,7 +183,7 @@ def _finished(work: asyncio.Future[Any], output: LogSink) -> RunResult:
     value = work.result()
     if value is not None:
         output.write("system", _describe_result(value))
-    return RunResult(ok=True)
+    return RunResult(ok=True, result=value)
 
 
 def _failure(exc: BaseException, output: LogSink) -> RunResult:
