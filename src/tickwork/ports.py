@@ -178,6 +178,41 @@ class PoolStore(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker process as registered: where it runs, what it takes, when it last spoke."""
+
+    id: str
+    hostname: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    started_at: datetime
+    heartbeat_at: datetime
+    running: int = 0  # task runs executing at its last heartbeat
+    stopped_at: datetime | None = None  # set by a clean shutdown
+
+
+class WorkerRegistry(Protocol):
+    """Worker processes, for ``tickwork status``. Decides nothing (the reaper goes by each
+    task run's own heartbeat)."""
+
+    async def register_worker(self, worker: WorkerInfo) -> None:
+        """Insert the worker (replacing a registration with its id)."""
+
+    async def worker_heartbeat(
+        self, worker_id: str, now: datetime, running: int, stopped: bool = False
+    ) -> None:
+        """Record that the worker is alive with ``running`` task runs (``stopped``: it is
+        shutting down cleanly)."""
+
+    async def list_workers(self, seen_since: datetime | None = None) -> list[WorkerInfo]:
+        """Registered workers by id, optionally only those heard from since an instant."""
+
+    async def forget_workers(self, seen_before: datetime) -> int:
+        """Delete registrations not heard from since ``seen_before``; returns how many."""
+
+
+@dataclass(frozen=True, slots=True)
 class Materialization:
     """The runs of one job's due cron fires and where its schedule goes next."""
 
@@ -187,7 +222,7 @@ class Materialization:
     runs: Sequence[NewRun]
 
 
-class Store(TokenStore, IdempotencyStore, PoolStore, Protocol):
+class Store(TokenStore, IdempotencyStore, PoolStore, WorkerRegistry, Protocol):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth."""
 
     async def migrate(self) -> None:

@@ -276,6 +276,20 @@ idempotency_keys = sa.Table(
 )
 sa.Index("ix_idempotency_keys_expires_at", idempotency_keys.c.expires_at)
 
+workers = sa.Table(
+    "workers",
+    metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("hostname", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("queues", sa.JSON, nullable=False),
+    sa.Column("concurrency", sa.Integer, nullable=False),
+    _ts("started_at", nullable=False),
+    _ts("heartbeat_at", nullable=False),
+    sa.Column("running", sa.Integer, nullable=False),
+    _ts("stopped_at"),
+)
+
 #: Children first, so deleting in this order never trips a foreign key.
 TABLES_CHILDREN_FIRST = (
     task_logs,
@@ -287,4 +301,5 @@ TABLES_CHILDREN_FIRST = (
     api_tokens,
     idempotency_keys,
     pools,
+    workers,
 )

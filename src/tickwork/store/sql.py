@@ -34,6 +34,7 @@ from tickwork.store.migrate import upgrade_head_on
 from tickwork.store.pools import SqlPoolMethods
 from tickwork.store.schema import TABLES_CHILDREN_FIRST
 from tickwork.store.tokens import SqlTokenMethods
+from tickwork.store.workers import SqlWorkerMethods
 
 T = TypeVar("T")
 
@@ -46,7 +47,7 @@ async def open_store(url: str) -> SqlStore:
     return SqlStore(create_engines(url))
 
 
-class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods):
+class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorkerMethods):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
     Writes run in one transaction each; reads see one snapshot. Unique violations become
