@@ -215,7 +215,9 @@ async def test_webhook_non_2xx_is_logged_and_reported(
     await settled(hooks)
     message = f"webhook POST {base}/status/500 answered HTTP 500 Internal Server Error"
     assert errors == [("tr-1", 2, f"on_failure callback failed: {message}")]
-    assert warnings(caplog) == [f"on_failure callback of task run tr-1 (attempt 2) failed: {message}"]
+    assert warnings(caplog) == [
+        f"on_failure callback of task run tr-1 (attempt 2) failed: {message}"
+    ]
 
 
 async def test_webhook_to_loopback_is_refused_by_the_default_guard(
@@ -234,9 +236,7 @@ async def test_webhook_to_loopback_is_refused_by_the_default_guard(
     assert "is loopback" in message
 
 
-async def test_webhook_with_a_bad_url_is_reported(
-    hooks: Hooks, errors: list[ErrorReport]
-) -> None:
+async def test_webhook_with_a_bad_url_is_reported(hooks: Hooks, errors: list[ErrorReport]) -> None:
     hooks.fire(hooked("nightly", on_failure=web("ftp://example.org/")), ended())
     await settled(hooks)
     assert errors == [
