@@ -10,6 +10,7 @@ from datetime import datetime
 
 from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun, TaskRunState
 from tickwork.core.retry import failure_outcome
+from tickwork.hooks import Hooks, LogTail
 from tickwork.ports import Broker, Delivery, Runner, RunResult, Store
 from tickwork.runtime.batch import Batcher
 from tickwork.runtime.supervisor import supervise
@@ -44,11 +45,21 @@ class _Active:
     started: bool = False  # holds a slot (False: claimed ahead, still waiting)
 
 
+@dataclass(frozen=True, slots=True)
+class _Hooked:
+    """A task run with callbacks, and the end of its attempt's output, until its outcome is
+    stored and its callbacks fire."""
+
+    task_run: TaskRun
+    tail: LogTail
+
+
 class WorkerPool:
     """Executes task runs from the broker; the store decides who runs what (claim).
 
     A delivery is only a hint: nothing runs until the conditional claim in the store wins,
-    so a duplicate or stale message runs nothing.
+    so a duplicate or stale message runs nothing. With ``hooks``, the callbacks of a task run
+    fire once its outcome is stored; only task runs that have callbacks keep a log tail.
     """
 
     def __init__(
@@ -61,6 +72,7 @@ class WorkerPool:
         clock: Callable[[], datetime],
         rand: Callable[[], float],
         on_complete: Callable[[Sequence[Outcome]], None] = lambda _: None,
+        hooks: Hooks | None = None,
     ) -> None:
         self._store = store
         self._broker = broker
@@ -69,6 +81,8 @@ class WorkerPool:
         self._clock = clock
         self._rand = rand
         self._on_complete = on_complete
+        self._hooks = hooks
+        self._hooked: dict[str, _Hooked] = {}  # task run id -> until its callbacks fire
         self._active: dict[str, _Active] = {}
         self._slots = asyncio.Semaphore(config.concurrency)
         self._room = asyncio.Event()  # set when a held task run finishes
@@ -162,7 +176,7 @@ class WorkerPool:
     async def _execute_in_slot(self, active: _Active) -> None:
         task_run = active.task_run
         started = self._clock()
-        sink = TaskLog(task_run, self._logs.put, self._clock)
+        sink = TaskLog(task_run, self._logs.put, self._clock, self._tail_for(task_run))
         try:
             if active.cancel.is_set():  # cancelled or drained while waiting for a slot
                 result = RunResult(ok=False, cancelled=True)
@@ -178,9 +192,19 @@ class WorkerPool:
             # Logs first: once a task run reads as finished, its whole output is readable.
             await sink.flushed()
             self._outcomes.put_nowait(outcome)
+        except BaseException:
+            self._hooked.pop(task_run.id, None)  # no outcome will come to fire its callbacks
+            raise
         finally:
             del self._active[task_run.id]
             self._room.set()
+
+    def _tail_for(self, task_run: TaskRun) -> LogTail | None:
+        if self._hooks is None or not task_run.callbacks:
+            return None
+        tail = LogTail()
+        self._hooked[task_run.id] = _Hooked(task_run, tail)
+        return tail
 
     async def _run_one(self, task_run: TaskRun, sink: TaskLog, cancel: asyncio.Event) -> RunResult:
         runner = self._runners.get(task_run.kind)
@@ -252,3 +276,12 @@ class WorkerPool:
     async def _write_outcomes(self, outcomes: Sequence[Outcome]) -> None:
         await self._store.complete(outcomes)
         self._on_complete(outcomes)
+        self._fire_hooks(outcomes)
+
+    def _fire_hooks(self, outcomes: Sequence[Outcome]) -> None:
+        if not self._hooked or self._hooks is None:
+            return
+        for outcome in outcomes:
+            hooked = self._hooked.pop(outcome.task_run_id, None)
+            if hooked is not None:
+                self._hooks.fire(hooked.task_run, outcome, hooked.tail.text())
