@@ -33,7 +33,7 @@ from tickwork.core.runs import new_run
 from tickwork.hooks import Hooks
 from tickwork.ids import new_id
 from tickwork.ports import Store
-from tickwork.scheduler.loop import Scheduler, deliveries
+from tickwork.scheduler.loop import Scheduler, SchedulerConfig, deliveries
 from tickwork.security.ssrf import UrlGuard, parse_allow
 from tickwork.worker import capture
 from tickwork.worker.pool import PoolConfig, WorkerPool
@@ -89,8 +89,15 @@ def make_hooks(errors: list[ErrorReport]) -> Hooks:
 async def rig(sqlite_store: Store) -> AsyncIterator[Rig]:
     errors: list[ErrorReport] = []
     hooks, broker, runners = make_hooks(errors), MemoryBroker(), build_runners()
+    # Polls often rather than being woken by the pool: retries are due 50 ms later.
     scheduler = Scheduler(
-        sqlite_store, broker, clock=now, rand=random.random, make_id=new_id, hooks=hooks
+        sqlite_store,
+        broker,
+        clock=now,
+        rand=random.random,
+        make_id=new_id,
+        config=SchedulerConfig(max_sleep=0.05),
+        hooks=hooks,
     )
     pool = WorkerPool(
         sqlite_store,
@@ -99,7 +106,6 @@ async def rig(sqlite_store: Store) -> AsyncIterator[Rig]:
         PoolConfig(worker_id=WORKER),
         clock=now,
         rand=random.random,
-        on_complete=lambda _: scheduler.wake(),
         hooks=hooks,
     )
     loops = [asyncio.create_task(scheduler.run()), asyncio.create_task(pool.run())]
