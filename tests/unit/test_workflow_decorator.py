@@ -10,7 +10,7 @@ import pytest
 
 from tickwork.core.errors import ValidationError
 from tickwork.core.workflow_spec import parse_workflow
-from tickwork.worker.runners.python import resolve_target
+from tickwork.runtime.targets import resolve_target
 from tickwork.workflow import TaskResult, Workflow, task, workflow
 
 Rows = list[dict[str, Any]]

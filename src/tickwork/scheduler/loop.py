@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from tickwork.core.model import Job, NewRun, TaskRun, TaskRunState
+from tickwork.core.model import Job, NewRun, Outcome, TaskRun, TaskRunState
 from tickwork.core.retry import failure_outcome
 from tickwork.core.runs import new_run, skipped_run
 from tickwork.core.schedule import plan_fires
+from tickwork.hooks import Hooks
 from tickwork.ports import Broker, Delivery, Materialization, Store
 
 log = logging.getLogger("tickwork.scheduler")
@@ -40,7 +41,11 @@ def deliveries(task_runs: Sequence[TaskRun]) -> list[Delivery]:
 
 
 class Scheduler:
-    """Turns schedules into queued task runs. Stateless between ticks: the store is the record."""
+    """Turns schedules into queued task runs. Stateless between ticks: the store is the record.
+
+    With ``hooks``, the task runs the reaper fails fire their ``on_failure`` / ``on_retry``
+    callbacks (with an empty log tail: the output left with the worker).
+    """
 
     def __init__(
         self,
@@ -51,6 +56,7 @@ class Scheduler:
         rand: Callable[[], float],
         make_id: Callable[[], str],
         config: SchedulerConfig | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self._store = store
         self._broker = broker
@@ -58,6 +64,7 @@ class Scheduler:
         self._rand = rand
         self._make_id = make_id
         self._config = config or SchedulerConfig()
+        self._hooks = hooks
         self._wakeup = asyncio.Event()
         self._last_housekeeping: datetime | None = None
 
@@ -125,7 +132,17 @@ class Scheduler:
             self.wake()
         if done.applied:
             log.warning("failed %d lost task run(s): %s", len(done.applied), why)
+            self._fire_hooks(task_runs, outcomes, set(done.applied))
         return len(done.applied)
+
+    def _fire_hooks(
+        self, task_runs: Sequence[TaskRun], outcomes: Sequence[Outcome], applied: set[str]
+    ) -> None:
+        if self._hooks is None:
+            return
+        for task_run, outcome in zip(task_runs, outcomes, strict=True):
+            if task_run.callbacks and outcome.task_run_id in applied:
+                self._hooks.fire(task_run, outcome, "")
 
     async def resend_queued(self, queued_before: datetime) -> int:
         """Re-publish queued task runs no worker claimed (a lost message, a restart)."""

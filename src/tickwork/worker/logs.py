@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from tickwork.core.model import LogChunk, TaskRun
+from tickwork.ports import LogSink
 
 MAX_CHUNK = 64 * 1024
 ATTEMPT_SHIFT = 20
@@ -17,7 +18,8 @@ class TaskLog:
 
     Attempt ``n`` numbers its chunks from ``(n - 1) << 20``, so a reader that follows with
     ``after_seq`` sees every attempt's output in order without asking the store where the
-    previous attempt stopped (2**20 chunks of up to 64 KiB per attempt).
+    previous attempt stopped (2**20 chunks of up to 64 KiB per attempt). ``tail``, if
+    given, sees every write too (the end of the output, for callbacks).
     """
 
     def __init__(
@@ -25,14 +27,18 @@ class TaskLog:
         task_run: TaskRun,
         emit: Callable[[LogChunk], asyncio.Future[None]],
         clock: Callable[[], datetime],
+        tail: LogSink | None = None,
     ) -> None:
         self._task_run = task_run
         self._seq = (task_run.attempt - 1) << ATTEMPT_SHIFT
         self._emit = emit
         self._clock = clock
         self._last: asyncio.Future[None] | None = None
+        self._tail = tail
 
     def write(self, stream: str, data: str) -> None:
+        if self._tail is not None:
+            self._tail.write(stream, data)
         for start in range(0, len(data), MAX_CHUNK):
             self._last = self._emit(
                 LogChunk(

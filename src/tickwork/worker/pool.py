@@ -11,6 +11,7 @@ from datetime import datetime
 from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun, TaskRunState
 from tickwork.core.results import MAX_RESULT_BYTES, ResultTooLarge, encode_result, resolve_results
 from tickwork.core.retry import failure_outcome
+from tickwork.hooks import Hooks, LogTail
 from tickwork.ports import Broker, Completion, Delivery, Runner, RunResult, Store
 from tickwork.runtime.batch import Batcher
 from tickwork.runtime.supervisor import supervise
@@ -53,11 +54,21 @@ def with_inputs(task_run: TaskRun) -> TaskRun:
     return replace(task_run, config=resolve_results(task_run.config, task_run.inputs))
 
 
+@dataclass(frozen=True, slots=True)
+class _Hooked:
+    """A task run with callbacks, and the end of its attempt's output, until its outcome is
+    stored and its callbacks fire."""
+
+    task_run: TaskRun
+    tail: LogTail
+
+
 class WorkerPool:
     """Executes task runs from the broker; the store decides who runs what (claim).
 
     A delivery is only a hint: nothing runs until the conditional claim in the store wins,
-    so a duplicate or stale message runs nothing.
+    so a duplicate or stale message runs nothing. With ``hooks``, the callbacks of a task run
+    fire once its outcome is stored; only task runs that have callbacks keep a log tail.
     """
 
     def __init__(
@@ -70,6 +81,7 @@ class WorkerPool:
         clock: Callable[[], datetime],
         rand: Callable[[], float],
         on_complete: Callable[[Sequence[Outcome], Completion], None] = lambda _o, _c: None,
+        hooks: Hooks | None = None,
     ) -> None:
         self._store = store
         self._broker = broker
@@ -78,6 +90,8 @@ class WorkerPool:
         self._clock = clock
         self._rand = rand
         self._on_complete = on_complete
+        self._hooks = hooks
+        self._hooked: dict[str, _Hooked] = {}  # task run id -> until its callbacks fire
         self._active: dict[str, _Active] = {}
         self._slots = asyncio.Semaphore(config.concurrency)
         self._room = asyncio.Event()  # set when a held task run finishes
@@ -171,7 +185,7 @@ class WorkerPool:
     async def _execute_in_slot(self, active: _Active) -> None:
         task_run = active.task_run
         started = self._clock()
-        sink = TaskLog(task_run, self._logs.put, self._clock)
+        sink = TaskLog(task_run, self._logs.put, self._clock, self._tail_for(task_run))
         try:
             if active.cancel.is_set():  # cancelled or drained while waiting for a slot
                 result = RunResult(ok=False, cancelled=True)
@@ -187,9 +201,19 @@ class WorkerPool:
             # Logs first: once a task run reads as finished, its whole output is readable.
             await sink.flushed()
             self._outcomes.put_nowait(outcome)
+        except BaseException:
+            self._hooked.pop(task_run.id, None)  # no outcome will come to fire its callbacks
+            raise
         finally:
             del self._active[task_run.id]
             self._room.set()
+
+    def _tail_for(self, task_run: TaskRun) -> LogTail | None:
+        if self._hooks is None or not task_run.callbacks:
+            return None
+        tail = LogTail()
+        self._hooked[task_run.id] = _Hooked(task_run, tail)
+        return tail
 
     async def _run_one(self, task_run: TaskRun, sink: TaskLog, cancel: asyncio.Event) -> RunResult:
         runner = self._runners.get(task_run.kind)
@@ -273,3 +297,13 @@ class WorkerPool:
                 [Delivery(tr.id, tr.attempt, tr.queue, tr.priority) for tr in done.queued]
             )
         self._on_complete(outcomes, done)
+        self._fire_hooks(outcomes, done.applied)
+
+    def _fire_hooks(self, outcomes: Sequence[Outcome], applied: Sequence[str]) -> None:
+        if not self._hooked or self._hooks is None:
+            return
+        stored = set(applied)  # an outcome the store refused (the reaper was first) fires none
+        for outcome in outcomes:
+            hooked = self._hooked.pop(outcome.task_run_id, None)
+            if hooked is not None and outcome.task_run_id in stored:
+                self._hooks.fire(hooked.task_run, outcome, hooked.tail.text())

@@ -8,8 +8,9 @@ import httpx2
 
 from tickwork.core.model import TaskKind
 from tickwork.ports import Runner
+from tickwork.runtime.targets import TargetError
 from tickwork.worker.runners.http import HttpGuard, HttpRunner, RequestRefused, allow_all
-from tickwork.worker.runners.python import PythonRunner, TargetError
+from tickwork.worker.runners.python import PythonRunner
 from tickwork.worker.runners.shell import ShellRunner
 
 __all__ = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import importlib
 import inspect
 import json
 import re
@@ -16,9 +15,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from tickwork.core.errors import TickworkError, ValidationError
+from tickwork.core.errors import ValidationError
 from tickwork.core.model import TaskRun
 from tickwork.ports import LogSink, RunResult
+from tickwork.runtime.targets import TargetError, resolve_target
 from tickwork.worker import capture
 from tickwork.worker.runners._wait import Ending, ended, wait_for_end
 
@@ -41,10 +41,6 @@ class _Target:
     is_async: bool
 
 
-class TargetError(TickworkError):
-    """A ``module:function`` target that cannot be imported or called."""
-
-
 def parse_python_spec(config: Mapping[str, Any]) -> PythonSpec:
     """Check a python task's config; raise ``ValidationError`` naming the field at fault."""
     target = config.get("target")
@@ -56,25 +52,6 @@ def parse_python_spec(config: Mapping[str, Any]) -> PythonSpec:
     if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
         raise ValidationError("config.kwargs", "must be a JSON object of keyword arguments")
     return PythonSpec(target=target, kwargs=kwargs)
-
-
-def resolve_target(target: str) -> Callable[..., Any]:
-    """Import ``module.path:attr.path`` and return the callable; raise ``TargetError``."""
-    module_name, _, attr_path = target.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise TargetError(f"cannot import {target}: {exc}") from exc
-    except Exception as exc:  # the module itself raised while being imported
-        raise TargetError(f"cannot import {target}: {type(exc).__name__}: {exc}") from exc
-    for name in attr_path.split("."):
-        try:
-            obj = getattr(obj, name)
-        except AttributeError as exc:
-            raise TargetError(f"cannot import {target}: {exc}") from exc
-    if not callable(obj):
-        raise TargetError(f"cannot import {target}: {attr_path} is not callable")
-    return obj  # type: ignore[no-any-return]
 
 
 class PythonRunner:
