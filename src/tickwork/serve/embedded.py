@@ -25,6 +25,7 @@ from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
+from tickwork.hooks import Hooks
 from tickwork.ids import new_id
 from tickwork.ports import Completion, Runner, Store
 from tickwork.scheduler.loop import Scheduler
@@ -35,6 +36,8 @@ from tickwork.worker.pool import PoolConfig, WorkerPool
 from tickwork.worker.runners import HttpGuard, RequestRefused, build_runners, close_runners
 
 log = logging.getLogger("tickwork")
+
+HOOKS_GRACE = 5.0  # seconds callbacks still running at shutdown get to finish
 
 DRAIN_GRACE = 10.0  # seconds running tasks get to finish on Ctrl-C / SIGTERM
 
@@ -105,6 +108,7 @@ class Embedded:
     pool: WorkerPool
     services: Services
     runners: Mapping[TaskKind, Runner]
+    hooks: Hooks
 
 
 def wire(
@@ -118,7 +122,10 @@ def wire(
     broker = MemoryBroker()
     guard = url_guard(settings)
     runners = runners if runners is not None else build_runners(http_guard=runner_guard(guard))
-    scheduler = Scheduler(store, broker, clock=clock, rand=random.random, make_id=new_id)
+    hooks = Hooks(url_guard=runner_guard(guard))
+    scheduler = Scheduler(
+        store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks
+    )
     pool = WorkerPool(
         store,
         broker,
@@ -131,9 +138,10 @@ def wire(
         clock=clock,
         rand=random.random,
         on_complete=lambda outcomes, done: _wake_if_needed(scheduler, outcomes, done),
+        hooks=hooks,
     )
     services = Services(store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check)
-    return Embedded(store, broker, scheduler, pool, services, runners)
+    return Embedded(store, broker, scheduler, pool, services, runners, hooks)
 
 
 def _wake_if_needed(scheduler: Scheduler, outcomes: Sequence[Outcome], done: Completion) -> None:
@@ -206,6 +214,7 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
         await server.serve()
     finally:
         await rt.pool.drain(DRAIN_GRACE)
+        await rt.hooks.close(HOOKS_GRACE)
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
