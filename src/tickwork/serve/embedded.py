@@ -23,6 +23,7 @@ from tickwork.app.services import Services
 from tickwork.app.settings import EmbeddedSettings
 from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
+from tickwork.broker.signals import MemoryCancelSignals
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
 from tickwork.ids import new_id
@@ -105,6 +106,7 @@ class Embedded:
     pool: WorkerPool
     services: Services
     runners: Mapping[TaskKind, Runner]
+    cancels: MemoryCancelSignals
 
 
 def wire(
@@ -116,6 +118,7 @@ def wire(
 ) -> Embedded:
     """Build the embedded runtime around an open, migrated store."""
     broker = MemoryBroker()
+    cancels = MemoryCancelSignals()
     guard = url_guard(settings)
     runners = runners if runners is not None else build_runners(http_guard=runner_guard(guard))
     scheduler = Scheduler(store, broker, clock=clock, rand=random.random, make_id=new_id)
@@ -131,9 +134,12 @@ def wire(
         clock=clock,
         rand=random.random,
         on_complete=lambda outcomes: _wake_for_retries(scheduler, outcomes),
+        cancels=cancels,
     )
-    services = Services(store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check)
-    return Embedded(store, broker, scheduler, pool, services, runners)
+    services = Services(
+        store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels
+    )
+    return Embedded(store, broker, scheduler, pool, services, runners, cancels)
 
 
 def _wake_for_retries(scheduler: Scheduler, outcomes: Sequence[Outcome]) -> None:
@@ -208,6 +214,7 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await rt.broker.close()
+        await rt.cancels.close()
         await close_runners(rt.runners)
         capture.uninstall()
     for task in background:
