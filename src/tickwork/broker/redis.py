@@ -48,6 +48,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 MOVE_LIMIT = 1000  # delayed messages one script call moves per (queue, lane) at most
 MAX_BLOCK_MS = 2000  # one blocking XREAD at most (below the client's 5 s socket timeout)
+SHORT_WAIT = 0.005  # seconds; a due time this close is waited for without watching Redis
 
 
 def _utcnow() -> datetime:
@@ -291,6 +292,9 @@ class RedisStreamsBroker:
             return
         watcher = self._watcher
         if watcher is None or watcher.keys != frozenset(newest):
+            if seconds <= SHORT_WAIT:  # due in a moment: cheaper than a blocking read
+                await asyncio.sleep(seconds)
+                return
             self._drop_watcher()
             read = self._client.xread(newest, count=1, block=MAX_BLOCK_MS)  # type: ignore[arg-type]
             watcher = self._watcher = _Watcher(frozenset(newest), asyncio.ensure_future(read))
