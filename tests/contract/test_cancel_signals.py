@@ -167,6 +167,17 @@ async def test_requesting_nothing_signals_nothing(harness: Harness) -> None:
     assert listener.batches == [[("marker", 1)]]
 
 
+async def test_listening_ends_when_the_signals_are_closed(harness: Harness) -> None:
+    listener = Listener().start(harness.signals)
+    await listener.ready()
+    assert listener.task is not None
+
+    await harness.signals.close()
+
+    await asyncio.wait_for(listener.task, 5)
+    assert listener.task.exception() is None
+
+
 # -- Redis only --------------------------------------------------------------------------------
 async def test_redis_request_keys_expire(redis_url: str, redis_prefix: str) -> None:
     signals = RedisCancelSignals(redis_url, prefix=redis_prefix, ttl=60)

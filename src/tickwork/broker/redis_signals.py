@@ -31,6 +31,7 @@ class RedisCancelSignals:
         # that the listener re-reads the keys it may have missed while it was away.
         self._listen_client = connect(url, "tickwork:cancel-listener", retries=0)
         self._backoff = Backoff(log, "cancel signals")
+        self._closed = False
 
     async def request(self, keys: Sequence[TaskKey]) -> None:
         if not keys:
@@ -52,12 +53,13 @@ class RedisCancelSignals:
     async def listen(
         self, watching: Callable[[], Collection[TaskKey]]
     ) -> AsyncIterator[list[TaskKey]]:
-        while True:
+        while not self._closed:
             try:
                 async for keys in self._subscribed(watching):
                     yield keys
             except UNREACHABLE as exc:
-                await asyncio.sleep(self._backoff.failed(exc))
+                if not self._closed:  # (closing drops the subscription's connection)
+                    await asyncio.sleep(self._backoff.failed(exc))
 
     async def _subscribed(
         self, watching: Callable[[], Collection[TaskKey]]
@@ -79,6 +81,7 @@ class RedisCancelSignals:
         return [k for k, value in zip(keys, found, strict=True) if value is not None]
 
     async def close(self) -> None:
+        self._closed = True
         await self._client.aclose()
         await self._listen_client.aclose()
 
