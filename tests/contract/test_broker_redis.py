@@ -79,6 +79,27 @@ async def test_acked_messages_are_not_reclaimed(brokers: Factory) -> None:
         assert await other.consume(["default"], 10, left) == []
 
 
+async def test_consumers_of_stopped_workers_are_forgotten_unless_they_hold_messages(
+    brokers: Factory, client: aioredis.Redis, redis_prefix: str
+) -> None:
+    stopped, holding = brokers(), brokers()
+    await holding.publish([d("held")])
+    assert await holding.consume(["default"], 10, 1.0)  # pending with it, never acked
+    assert await stopped.consume(["default"], 10, 0.0) == []  # a member, nothing pending
+    await stopped.close()
+    await holding.close()
+    sweeper = brokers(reclaim_idle=60, reclaim_every=0.05, forget_consumer_after=0.2)
+    stream = RedisKeys(redis_prefix).stream("default", "normal")
+
+    async def members() -> set[str]:
+        await sweeper.consume(["default"], 10, 0.05)
+        return {str(c["name"]) for c in await client.xinfo_consumers(stream, GROUP)}
+
+    left = await eventually(members, lambda names: stopped.consumer not in names, timeout=5)
+
+    assert holding.consumer in left
+
+
 async def test_ack_removes_the_entry_from_stream_and_pending_list(
     brokers: Factory, client: aioredis.Redis, redis_prefix: str
 ) -> None:

@@ -100,7 +100,9 @@ class RedisStreamsBroker:
     until acked (``XACK`` + ``XDEL``, so streams hold only unfinished work). Messages
     pending longer than ``reclaim_idle`` seconds are taken over (``XAUTOCLAIM``) by a live
     consumer, checked every ``reclaim_every`` seconds. A long-running attempt's message may
-    therefore be taken over once; the new claim in the store loses and acks it.
+    therefore be taken over once; the new claim in the store loses and acks it. Consumers
+    idle for ``forget_consumer_after`` seconds with nothing pending (stopped workers) are
+    removed from the group on those passes.
 
     Redis down, restarted or flushed: nothing raises but ``depths``; groups are recreated
     on ``NOGROUP``; what was lost the scheduler re-sends from the store.
@@ -114,6 +116,7 @@ class RedisStreamsBroker:
         consumer: str | None = None,
         reclaim_idle: float = 30.0,
         reclaim_every: float = 5.0,
+        forget_consumer_after: float = 3600.0,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         if reclaim_idle <= 0:
@@ -124,6 +127,7 @@ class RedisStreamsBroker:
         self._take = self._client.register_script(_TAKE)
         self._reclaim_idle_ms = max(1, int(reclaim_idle * 1000))
         self._reclaim_every = reclaim_every
+        self._forget_ms = max(1, int(forget_consumer_after * 1000))
         self._next_reclaim = 0.0
         self._clock = clock
         self._turn = 0
@@ -249,7 +253,7 @@ class RedisStreamsBroker:
         now_ms = _floor_ms(self._clock())
         args: list[str | int] = [GROUP, self._consumer, now_ms, max_items, len(layout.pairs)]
         taken, next_due, newest = await self._take(
-            keys=layout.script_keys, args=[*args, MOVE_LIMIT, reclaim_idle]
+            keys=layout.script_keys, args=[*args, MOVE_LIMIT, reclaim_idle, self._forget_ms]
         )
         deliveries = await self._decode(layout, taken)
         due_in = math.inf if next_due < 0 else max(0.0, (next_due - now_ms) / 1000)

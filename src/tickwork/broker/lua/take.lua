@@ -8,6 +8,8 @@
 -- ARGV[1] group  ARGV[2] consumer  ARGV[3] now (epoch ms)  ARGV[4] max_items
 -- ARGV[5] n, the number of pairs  ARGV[6] messages moved per set at most
 -- ARGV[7] min idle ms of a pending message before it is reclaimed (0: no reclaim now)
+-- ARGV[8] idle ms after which a consumer with nothing pending is removed from the group
+--         (on reclaim passes only; a live one is added back by its next read)
 --
 -- Returns {taken, next_due, newest}:
 --   taken     flat (pair index, entry id, message) triples, reclaimed ones first
@@ -17,7 +19,7 @@
 
 local group, consumer = ARGV[1], ARGV[2]
 local now, want, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local move_limit, min_idle = tonumber(ARGV[6]), tonumber(ARGV[7])
+local move_limit, min_idle, forget_idle = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local taken = {}
 
 local function ensure_group(stream)
@@ -71,7 +73,21 @@ for i = 1, n do
   end
 end
 
+-- Consumers of stopped workers would otherwise stay listed in the group for ever.
+local function forget_idle_consumers(stream)
+  local consumers = redis.pcall('XINFO', 'CONSUMERS', stream, group)
+  if consumers.err then return end
+  for _, fields in ipairs(consumers) do
+    local info = {}
+    for j = 1, #fields, 2 do info[fields[j]] = fields[j + 1] end
+    if info['pending'] == 0 and info['idle'] > forget_idle and info['name'] ~= consumer then
+      redis.call('XGROUP', 'DELCONSUMER', stream, group, info['name'])
+    end
+  end
+end
+
 if min_idle > 0 then
+  for i = 1, n do forget_idle_consumers(KEYS[2 * i]) end
   for i = 1, n do
     if room() <= 0 then break end
     local reply = on_group(KEYS[2 * i], 'XAUTOCLAIM', KEYS[2 * i], group, consumer, min_idle, '0-0',
