@@ -6,6 +6,9 @@
 - ``sqlite_url``: the URL of a migrated SQLite file for this test.
 - ``pg_url``: a migrated PostgreSQL database for this session (tests on it are isolated by
   ``store.truncate_all()``, which ``store``/``pg_store`` do before each test).
+- ``redis_url``: the shared Redis (or, if none answers, one started for the session);
+  tests on it use a key prefix of their own (``redis_prefix``) and never flush it.
+- ``private_redis``: a Redis server of this test alone, to stop, restart and flush.
 """
 
 from __future__ import annotations
@@ -14,13 +17,16 @@ import asyncio
 import os
 import shutil
 import threading
+import urllib.parse
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 from tests.pg import PostgresServer, create_database, drop_database, provide_postgres
+from tests.redis_server import PrivateRedis, answers, shared_url
 from tickwork.store import SqlStore, open_store
 
 _postgres_unavailable: list[str] = []
@@ -125,6 +131,46 @@ async def pg_store(pg_url: str) -> AsyncIterator[SqlStore]:
     opened = await _fresh_store(pg_url)
     yield opened
     await opened.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    url = shared_url()
+    if answers(urllib.parse.urlsplit(url).port or 6379):
+        yield url
+        return
+    server = PrivateRedis()  # nothing answers: a server of our own for the session
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix of this test alone; its keys are deleted afterwards."""
+    prefix = f"tickwork-test-{os.urandom(4).hex()}"
+    yield prefix
+    run_in_thread(_delete_keys(redis_url, f"{{{prefix}}}:*"))
+
+
+async def _delete_keys(url: str, pattern: str) -> None:
+    client = aioredis.Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=pattern, count=1000)]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    server = PrivateRedis()
+    server.start()
+    yield server
+    server.close()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

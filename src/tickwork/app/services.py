@@ -35,6 +35,7 @@ from tickwork.core.validate import validate_job
 from tickwork.ids import new_id
 from tickwork.ports import (
     Broker,
+    CancelSignals,
     DeadLetterPage,
     Delivery,
     JobFilter,
@@ -100,8 +101,10 @@ class Services:
     """The use cases of tickwork over a store and a broker.
 
     ``wake`` tells the scheduler that new timed work exists (an ``at`` run, a resumed job, a
-    retried run) so it re-plans without waiting out its sleep. ``clock``, ``rand`` and
-    ``make_id`` are injected so tests control time and identity.
+    retried run) so it re-plans without waiting out its sleep. ``cancels`` tells workers at
+    once to stop attempts whose cancellation was requested (without it they learn on their
+    next heartbeat). ``clock``, ``rand`` and ``make_id`` are injected so tests control time
+    and identity.
     """
 
     def __init__(
@@ -114,9 +117,11 @@ class Services:
         rand: Callable[[], float] = random.random,
         make_id: Callable[[], str] = new_id,
         url_guard: Callable[[str], Awaitable[None]] | None = None,
+        cancels: CancelSignals | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
+        self._cancels = cancels
         self._wake = wake
         self._clock = clock
         self._rand = rand
@@ -189,7 +194,7 @@ class Services:
     async def delete_job(self, name: str) -> None:
         """Delete a job (its history stays) and cancel its unfinished runs."""
         job = await self.get_job(name)
-        await self.store.delete_job(job.id, self._clock())
+        await self._tell_workers(await self.store.delete_job(job.id, self._clock()))
 
     async def pause(self, name: str) -> Job:
         """Stop a job from creating new runs; runs already created are not touched."""
@@ -293,12 +298,13 @@ class Services:
     async def cancel_run(self, run_id: str) -> RunDetail:
         """Cancel a run: tasks at rest stop at once, running ones are killed by their worker.
 
-        Workers learn of the request through their heartbeat, within about a second.
+        Workers learn of the request at once through the cancel signals, or through their
+        heartbeat within about a second.
         """
         detail = await self.get_run(run_id)
         if detail.run.state in FINISHED_RUN_STATES:
             raise Conflict("run", f"run {run_id} has already finished ({detail.run.state})")
-        await self.store.cancel_run(run_id, self._clock())
+        await self._tell_workers(await self.store.cancel_run(run_id, self._clock()))
         return await self.get_run(run_id)
 
     async def retry_run(self, run_id: str) -> RunDetail:
@@ -419,6 +425,11 @@ class Services:
         await self._publish([tr for nr in runs for tr in nr.task_runs])
         if any(tr.state is TaskRunState.SCHEDULED for nr in runs for tr in nr.task_runs):
             self._wake()
+
+    async def _tell_workers(self, running: Sequence[TaskRun]) -> None:
+        """Signal the workers of running task runs whose cancellation was just requested."""
+        if running and self._cancels is not None:
+            await self._cancels.request([(tr.id, tr.attempt) for tr in running])
 
     async def _publish(self, task_runs: Sequence[TaskRun]) -> None:
         deliveries = [

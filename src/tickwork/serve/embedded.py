@@ -23,6 +23,7 @@ from tickwork.app.services import Services
 from tickwork.app.settings import EmbeddedSettings
 from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
+from tickwork.broker.signals import MemoryCancelSignals
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
 from tickwork.hooks import Hooks
@@ -109,6 +110,7 @@ class Embedded:
     services: Services
     runners: Mapping[TaskKind, Runner]
     hooks: Hooks
+    cancels: MemoryCancelSignals
 
 
 def wire(
@@ -120,6 +122,7 @@ def wire(
 ) -> Embedded:
     """Build the embedded runtime around an open, migrated store."""
     broker = MemoryBroker()
+    cancels = MemoryCancelSignals()
     guard = url_guard(settings)
     runners = runners if runners is not None else build_runners(http_guard=runner_guard(guard))
     hooks = Hooks(url_guard=runner_guard(guard))
@@ -139,9 +142,12 @@ def wire(
         rand=random.random,
         on_complete=lambda outcomes, done: _wake_if_needed(scheduler, outcomes, done),
         hooks=hooks,
+        cancels=cancels,
     )
-    services = Services(store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check)
-    return Embedded(store, broker, scheduler, pool, services, runners, hooks)
+    services = Services(
+        store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels
+    )
+    return Embedded(store, broker, scheduler, pool, services, runners, hooks, cancels)
 
 
 def _wake_if_needed(scheduler: Scheduler, outcomes: Sequence[Outcome], done: Completion) -> None:
@@ -219,6 +225,7 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await rt.broker.close()
+        await rt.cancels.close()
         await close_runners(rt.runners)
         capture.uninstall()
     for task in background:

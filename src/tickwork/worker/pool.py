@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -12,7 +13,16 @@ from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun, TaskRunSta
 from tickwork.core.results import MAX_RESULT_BYTES, ResultTooLarge, encode_result, resolve_results
 from tickwork.core.retry import failure_outcome
 from tickwork.hooks import Hooks, LogTail
-from tickwork.ports import Broker, Completion, Delivery, Runner, RunResult, Store
+from tickwork.ports import (
+    Broker,
+    CancelSignals,
+    Completion,
+    Delivery,
+    Runner,
+    RunResult,
+    Store,
+    TaskKey,
+)
 from tickwork.runtime.batch import Batcher
 from tickwork.runtime.supervisor import supervise
 from tickwork.worker.logs import TaskLog
@@ -20,6 +30,7 @@ from tickwork.worker.logs import TaskLog
 log = logging.getLogger("tickwork.worker")
 
 DRAIN_WRITE_TIMEOUT = 10.0  # seconds drain waits for buffered logs and outcomes to be stored
+EARLY_CANCEL_MEMORY = 10.0  # seconds a cancel signal for an attempt not (yet) held is kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +78,11 @@ class WorkerPool:
     """Executes task runs from the broker; the store decides who runs what (claim).
 
     A delivery is only a hint: nothing runs until the conditional claim in the store wins,
-    so a duplicate or stale message runs nothing. With ``hooks``, the callbacks of a task run
-    fire once its outcome is stored; only task runs that have callbacks keep a log tail.
+    so a duplicate or stale message runs nothing. A delivery is acked once the store has
+    what it led to: at once when its claim lost, after the completion was written when it
+    ran. Cancel requests arrive through ``cancels`` at once, and through the heartbeat's
+    reply otherwise. With ``hooks``, the callbacks of a task run fire once its outcome is
+    stored; only task runs that have callbacks keep a log tail.
     """
 
     def __init__(
@@ -82,6 +96,7 @@ class WorkerPool:
         rand: Callable[[], float],
         on_complete: Callable[[Sequence[Outcome], Completion], None] = lambda _o, _c: None,
         hooks: Hooks | None = None,
+        cancels: CancelSignals | None = None,
     ) -> None:
         self._store = store
         self._broker = broker
@@ -99,6 +114,10 @@ class WorkerPool:
         self._draining = asyncio.Event()
         self._logs: Batcher[LogChunk] = Batcher(self._write_logs)
         self._outcomes: Batcher[Outcome] = Batcher(self._write_outcomes)
+        self._acks: Batcher[Delivery] = Batcher(broker.ack)
+        self._unacked: dict[TaskKey, Delivery] = {}  # claimed; acked once their outcome is
+        self._cancels = cancels
+        self._early_cancels: dict[TaskKey, float] = {}  # signalled before the claim returned
 
     @property
     def active_count(self) -> int:
@@ -106,14 +125,16 @@ class WorkerPool:
 
     async def run(self) -> None:
         """Run until cancelled; call ``drain`` first for a clean stop (nothing half-written)."""
-        await supervise(
-            {
-                "worker.fetch": self._fetch_loop(),
-                "worker.heartbeat": self._heartbeat_loop(),
-                "worker.logs": self._logs.run(),
-                "worker.outcomes": self._outcomes.run(),
-            }
-        )
+        loops = {
+            "worker.fetch": self._fetch_loop(),
+            "worker.heartbeat": self._heartbeat_loop(),
+            "worker.logs": self._logs.run(),
+            "worker.outcomes": self._outcomes.run(),
+            "worker.acks": self._acks.run(),
+        }
+        if self._cancels is not None:
+            loops["worker.cancels"] = self._cancel_loop(self._cancels)
+        await supervise(loops)
 
     async def drain(self, grace: float) -> None:
         """Stop taking work; let running tasks finish within ``grace`` s, then requeue the rest."""
@@ -128,7 +149,7 @@ class WorkerPool:
                 await asyncio.wait(pending, timeout=2.0)
         # Bounded: if a batch can no longer be written (the store is gone), the caller's
         # shutdown must still finish; what was not written is recovered as orphans later.
-        for batcher in (self._logs, self._outcomes):
+        for batcher in (self._logs, self._outcomes, self._acks):
             try:
                 await asyncio.wait_for(batcher.wait_idle(), DRAIN_WRITE_TIMEOUT)
             except TimeoutError:
@@ -145,6 +166,8 @@ class WorkerPool:
             del self._active[active.task_run.id]
         keys = [(a.task_run.id, a.task_run.attempt) for a in waiting]
         await self._store.release(keys, self._config.worker_id, self._clock())
+        # Queued again: hand their messages on at once rather than after a reclaim.
+        await self._hand_back([d for k in keys if (d := self._unacked.pop(k, None)) is not None])
         return {a.task for a in waiting if a.task is not None}
 
     # -- fetching and claiming ---------------------------------------------------------
@@ -154,8 +177,20 @@ class WorkerPool:
             deliveries = await self._broker.consume(
                 self._config.queues, free, self._config.consume_timeout
             )
-            if deliveries and not self._draining.is_set():
+            if self._draining.is_set():
+                await self._hand_back(deliveries)
+            elif deliveries:
                 await self._claim_and_start(deliveries)
+        # Draining: outcomes, logs and acks still have to be written, so this loop must not
+        # end (that would stop the others); the caller cancels ``run`` after ``drain``.
+        await asyncio.Event().wait()
+
+    async def _hand_back(self, deliveries: Sequence[Delivery]) -> None:
+        """Give messages this pool will not run back to the broker for another worker."""
+        if deliveries:
+            await self._broker.publish([replace(d, receipt=None) for d in deliveries])
+            for delivery in deliveries:
+                self._acks.put_nowait(delivery)
 
     def _capacity(self) -> int:
         wait, avg = self._config.prefetch_wait, max(self._avg_duration, 1e-4)
@@ -171,9 +206,17 @@ class WorkerPool:
     async def _claim_and_start(self, deliveries: Sequence[Delivery]) -> None:
         keys = [(d.task_run_id, d.attempt) for d in deliveries]
         claimed = await self._store.claim(keys, self._config.worker_id, self._clock())
+        won = {(tr.id, tr.attempt) for tr in claimed}
+        for key, delivery in zip(keys, deliveries, strict=True):
+            if key in won and key not in self._unacked:
+                self._unacked[key] = delivery
+            else:  # a duplicate or stale message: the store said no, nothing to wait for
+                self._acks.put_nowait(delivery)
         for task_run in claimed:
             active = _Active(task_run, asyncio.Event())
             self._active[task_run.id] = active
+            if self._early_cancels.pop((task_run.id, task_run.attempt), None) is not None:
+                self._mark_cancelled(active)
             active.task = asyncio.create_task(self._execute(active), name=f"task:{task_run.id}")
 
     # -- executing ---------------------------------------------------------------------
@@ -284,8 +327,36 @@ class WorkerPool:
             for task_run_id in cancelled:
                 active = self._active.get(task_run_id)
                 if active is not None:
-                    active.task_run = replace(active.task_run, cancel_requested=True)
-                    active.cancel.set()
+                    self._mark_cancelled(active)
+
+    async def _cancel_loop(self, cancels: CancelSignals) -> None:
+        async for keys in cancels.listen(self._watching):
+            for task_run_id, attempt in keys:
+                active = self._active.get(task_run_id)
+                if active is not None and active.task_run.attempt == attempt:
+                    self._mark_cancelled(active)
+                else:
+                    self._remember_early((task_run_id, attempt))
+
+    def _watching(self) -> list[TaskKey]:
+        return [(a.task_run.id, a.task_run.attempt) for a in self._active.values()]
+
+    def _remember_early(self, key: TaskKey) -> None:
+        """A signal can beat the reply of the claim it concerns; keep it a little while.
+        Signals are broadcast, so most of these are for other workers: age them out."""
+        now = time.monotonic()
+        while self._early_cancels:
+            oldest = next(iter(self._early_cancels))
+            if now - self._early_cancels[oldest] < EARLY_CANCEL_MEMORY:
+                break
+            del self._early_cancels[oldest]
+        self._early_cancels.pop(key, None)  # re-inserted at the end: the dict stays in age order
+        self._early_cancels[key] = now
+
+    @staticmethod
+    def _mark_cancelled(active: _Active) -> None:
+        active.task_run = replace(active.task_run, cancel_requested=True)
+        active.cancel.set()
 
     async def _write_logs(self, chunks: Sequence[LogChunk]) -> None:
         await self._store.append_logs(chunks)
@@ -297,6 +368,10 @@ class WorkerPool:
                 [Delivery(tr.id, tr.attempt, tr.queue, tr.priority) for tr in done.queued]
             )
         self._on_complete(outcomes, done)
+        for outcome in outcomes:
+            delivery = self._unacked.pop((outcome.task_run_id, outcome.attempt), None)
+            if delivery is not None:
+                self._acks.put_nowait(delivery)
         self._fire_hooks(outcomes, done.applied)
 
     def _fire_hooks(self, outcomes: Sequence[Outcome], applied: Sequence[str]) -> None:

@@ -1,0 +1,352 @@
+"""The broker of distributed mode: Redis Streams with one consumer group.
+
+Layout (names in ``redis_keys``): one stream per (queue, priority lane), a sorted set per
+(queue, lane) for messages published ahead, and a one-entry "wake" stream per queue. A
+consume call is one Lua script (``lua/take.lua``) that moves due delayed messages into
+their streams, reclaims what dead consumers left pending, and reads new messages highest
+lane first; when it finds nothing, the call blocks on a plain ``XREAD`` of those streams
+(a wake-up only, it consumes nothing) and on a local timer for the next due message, then
+runs the script again. Redis checks the timeouts of blocked commands only ``hz`` times a
+second (every 100 ms by default), which is why due times are kept by the client's timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.resources
+import logging
+import math
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from redis.asyncio.client import Pipeline
+from redis.exceptions import ResponseError
+
+from tickwork.broker.redis_keys import (
+    GROUP,
+    LANES,
+    UNREACHABLE,
+    Backoff,
+    RedisKeys,
+    connect,
+    decode,
+    encode,
+    lane_of,
+)
+from tickwork.ports import BrokerUnavailable, Delivery
+
+log = logging.getLogger("tickwork.broker")
+
+_TAKE = importlib.resources.files("tickwork.broker").joinpath("lua/take.lua").read_text()
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+MOVE_LIMIT = 1000  # delayed messages one script call moves per (queue, lane) at most
+MAX_BLOCK_MS = 2000  # one blocking XREAD at most (below the client's 5 s socket timeout)
+SHORT_WAIT = 0.005  # seconds; a due time this close is waited for without watching Redis
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _floor_ms(at: datetime) -> int:
+    return (at - _EPOCH) // _MS
+
+
+def _ceil_ms(at: datetime) -> int:
+    # Rounded up, so that a message is never moved before its instant.
+    return -((_EPOCH - at) // _MS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The keys of one consume call: (queue, lane) pairs in read order and their keys."""
+
+    pairs: tuple[tuple[str, str], ...]
+    script_keys: tuple[str, ...]  # delayed set and stream of each pair, then wake streams
+    watched: tuple[str, ...]  # streams, then wake streams: the order of the script's ids
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    deliveries: list[Delivery]
+    taken: int  # entries read, malformed ones included
+    due_in: float  # seconds until the next delayed message is due (inf: none)
+    newest: dict[str, str]  # watched key -> newest entry id (empty if something was taken)
+
+
+@dataclass(frozen=True, slots=True)
+class _Watcher:
+    """A blocking XREAD in flight; kept across calls while nothing new arrived."""
+
+    keys: frozenset[str]
+    task: asyncio.Task[Any]
+
+
+class RedisStreamsBroker:
+    """A `Broker` over Redis Streams, configured by a URL and a key prefix.
+
+    Priority lanes: ``high`` (priority > 0), ``normal`` (0, the default) and ``low``
+    (< 0), a stream each per queue; a consume reads higher lanes first, so a high-priority
+    message never waits behind a backlog of default ones. Within a lane, FIFO.
+
+    Every consumer is a member of the group ``workers``; a message it read stays pending
+    until acked (``XACK`` + ``XDEL``, so streams hold only unfinished work). Messages
+    pending longer than ``reclaim_idle`` seconds are taken over (``XAUTOCLAIM``) by a live
+    consumer, checked every ``reclaim_every`` seconds. A long-running attempt's message may
+    therefore be taken over once; the new claim in the store loses and acks it. Consumers
+    idle for ``forget_consumer_after`` seconds with nothing pending (stopped workers) are
+    removed from the group on those passes.
+
+    Redis down, restarted or flushed: nothing raises but ``depths``; groups are recreated
+    on ``NOGROUP``; what was lost the scheduler re-sends from the store.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "tickwork",
+        consumer: str | None = None,
+        reclaim_idle: float = 30.0,
+        reclaim_every: float = 5.0,
+        forget_consumer_after: float = 3600.0,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        if reclaim_idle <= 0:
+            raise ValueError("reclaim_idle must be positive")
+        self._keys = RedisKeys(prefix)
+        self._consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self._client = connect(url, f"tickwork:{self._consumer}")
+        self._take = self._client.register_script(_TAKE)
+        self._reclaim_idle_ms = max(1, int(reclaim_idle * 1000))
+        self._reclaim_every = reclaim_every
+        self._forget_ms = max(1, int(forget_consumer_after * 1000))
+        self._next_reclaim = 0.0
+        self._clock = clock
+        self._turn = 0
+        self._watcher: _Watcher | None = None
+        self._backoff = Backoff(log, f"broker {self._consumer}")
+        self._closed = False
+
+    @property
+    def consumer(self) -> str:
+        """This consumer's name in the group (also its client name, ``tickwork:<name>``)."""
+        return self._consumer
+
+    # -- publishing ------------------------------------------------------------------------
+    async def publish(self, deliveries: Sequence[Delivery]) -> None:
+        if not deliveries:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        self._add_ready(pipe, deliveries)
+        await self._send(pipe, "publish", len(deliveries))
+
+    async def publish_at(self, items: Sequence[tuple[Delivery, datetime]]) -> None:
+        if not items:
+            return
+        now = self._clock()
+        ready = [d for d, at in items if at <= now]
+        later = [(d, at) for d, at in items if at > now]
+        pipe = self._client.pipeline(transaction=False)
+        if ready:
+            self._add_ready(pipe, ready)
+        if later:
+            self._add_delayed(pipe, later)
+        await self._send(pipe, "publish_at", len(items))
+
+    async def ack(self, deliveries: Sequence[Delivery]) -> None:
+        by_stream: dict[str, list[str]] = {}
+        for d in deliveries:
+            if d.receipt is not None:
+                key = self._keys.stream(d.queue, lane_of(d.priority))
+                by_stream.setdefault(key, []).append(d.receipt)
+        if not by_stream:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for key, ids in by_stream.items():
+            pipe.xack(key, GROUP, *ids)
+            pipe.xdel(key, *ids)
+        await self._send(pipe, "ack", len(deliveries))
+
+    def _add_ready(self, pipe: Pipeline, deliveries: Sequence[Delivery]) -> None:
+        for d in deliveries:
+            pipe.xadd(self._keys.stream(d.queue, lane_of(d.priority)), {"m": encode(d)})
+        pipe.sadd(self._keys.queues(), *{d.queue for d in deliveries})
+
+    def _add_delayed(self, pipe: Pipeline, items: Sequence[tuple[Delivery, datetime]]) -> None:
+        by_set: dict[str, dict[str, int]] = {}
+        for d, at in items:
+            members = by_set.setdefault(self._keys.delayed(d.queue, lane_of(d.priority)), {})
+            members.setdefault(encode(d), _ceil_ms(at))  # the first instant given wins
+        for key, members in by_set.items():
+            pipe.zadd(key, members, nx=True)  # NX: one already waiting keeps its instant
+        queues = {d.queue for d, _ in items}
+        pipe.sadd(self._keys.queues(), *queues)
+        for queue in queues:  # consumers may sleep until a later due time: wake them
+            pipe.xadd(self._keys.wake(queue), {"w": "1"}, maxlen=1, approximate=False)
+
+    async def _send(self, pipe: Pipeline, what: str, count: int) -> None:
+        try:
+            await pipe.execute()
+        except UNREACHABLE as exc:
+            self._backoff.failed(exc)
+            log.warning("%s: %d message(s) dropped; the scheduler re-sends them", what, count)
+        else:
+            self._backoff.succeeded()
+
+    # -- consuming -------------------------------------------------------------------------
+    async def consume(
+        self, queues: Sequence[str], max_items: int, timeout: float
+    ) -> list[Delivery]:
+        if max_items < 1 or not queues or self._closed:
+            return []
+        deadline = time.monotonic() + timeout
+        try:
+            deliveries = await self._consume(self._layout(queues), max_items, deadline)
+        except UNREACHABLE as exc:
+            self._drop_watcher()
+            pause = self._backoff.failed(exc)
+            await asyncio.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+            return []
+        self._backoff.succeeded()
+        return deliveries
+
+    async def _consume(self, layout: _Layout, max_items: int, deadline: float) -> list[Delivery]:
+        while True:
+            step = await self._step(layout, max_items)
+            if step.deliveries:
+                return step.deliveries
+            if step.taken:  # only malformed entries, now dropped: look again
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            reclaim_in = self._next_reclaim - time.monotonic()
+            await self._wait(step.newest, min(remaining, step.due_in, max(reclaim_in, 0.0)))
+
+    def _layout(self, queues: Sequence[str]) -> _Layout:
+        # Rotate the queues each call, so that within a lane no queue starves the others.
+        self._turn = (self._turn + 1) % len(queues)
+        order = [*queues[self._turn :], *queues[: self._turn]]
+        pairs = tuple((q, lane) for lane in LANES for q in order)
+        streams = tuple(self._keys.stream(q, lane) for q, lane in pairs)
+        wakes = tuple(self._keys.wake(q) for q in order)
+        script_keys = (
+            tuple(
+                key
+                for (q, lane), s in zip(pairs, streams, strict=True)
+                for key in (self._keys.delayed(q, lane), s)
+            )
+            + wakes
+        )
+        return _Layout(pairs, script_keys, streams + wakes)
+
+    async def _step(self, layout: _Layout, max_items: int) -> _Step:
+        reclaim_idle = self._reclaim_due()
+        now_ms = _floor_ms(self._clock())
+        args: list[str | int] = [GROUP, self._consumer, now_ms, max_items, len(layout.pairs)]
+        taken, next_due, newest = await self._take(
+            keys=layout.script_keys, args=[*args, MOVE_LIMIT, reclaim_idle, self._forget_ms]
+        )
+        deliveries = await self._decode(layout, taken)
+        due_in = math.inf if next_due < 0 else max(0.0, (next_due - now_ms) / 1000)
+        ids = dict(zip(layout.watched, newest, strict=True)) if newest else {}
+        return _Step(deliveries, len(taken) // 3, due_in, ids)
+
+    def _reclaim_due(self) -> int:
+        now = time.monotonic()
+        if now < self._next_reclaim:
+            return 0
+        self._next_reclaim = now + self._reclaim_every
+        return self._reclaim_idle_ms
+
+    async def _decode(self, layout: _Layout, taken: list[Any]) -> list[Delivery]:
+        deliveries: list[Delivery] = []
+        bad: list[tuple[str, str]] = []
+        for i in range(0, len(taken), 3):
+            queue, lane = layout.pairs[int(taken[i]) - 1]
+            entry_id, message = str(taken[i + 1]), str(taken[i + 2])
+            d = decode(message, entry_id)
+            if d is None or d.queue != queue or lane_of(d.priority) != lane:
+                bad.append((self._keys.stream(queue, lane), entry_id))
+            else:
+                deliveries.append(d)
+        if bad:
+            await self._drop_malformed(bad)
+        return deliveries
+
+    async def _drop_malformed(self, bad: Sequence[tuple[str, str]]) -> None:
+        log.warning("dropping %d message(s) that are not tickwork deliveries", len(bad))
+        pipe = self._client.pipeline(transaction=False)
+        for key, entry_id in bad:
+            pipe.xack(key, GROUP, entry_id)
+            pipe.xdel(key, entry_id)
+        await pipe.execute()
+
+    async def _wait(self, newest: dict[str, str], seconds: float) -> None:
+        """Until a watched stream gets a new entry, or ``seconds`` pass."""
+        if seconds <= 0:
+            return
+        watcher = self._watcher
+        if watcher is None or watcher.keys != frozenset(newest):
+            if seconds <= SHORT_WAIT:  # due in a moment: cheaper than a blocking read
+                await asyncio.sleep(seconds)
+                return
+            self._drop_watcher()
+            read = self._client.xread(newest, count=1, block=MAX_BLOCK_MS)  # type: ignore[arg-type]
+            watcher = self._watcher = _Watcher(frozenset(newest), asyncio.ensure_future(read))
+        done, _ = await asyncio.wait({watcher.task}, timeout=seconds)
+        if done:
+            self._watcher = None
+            watcher.task.result()  # a lost connection raises here
+
+    def _drop_watcher(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is None:
+            return
+        if watcher.task.done():
+            if not watcher.task.cancelled():
+                watcher.task.exception()  # retrieved: it was handled where it mattered
+        else:
+            watcher.task.cancel()
+
+    # -- status and shutdown ---------------------------------------------------------------
+    async def depths(self) -> dict[str, int]:
+        try:
+            queues = sorted(str(q) for q in await self._client.smembers(self._keys.queues()))
+            pipe = self._client.pipeline(transaction=False)
+            for queue in queues:
+                for lane in LANES:
+                    pipe.xlen(self._keys.stream(queue, lane))
+                    pipe.xpending(self._keys.stream(queue, lane), GROUP)
+            replies = await pipe.execute(raise_on_error=False)
+        except UNREACHABLE as exc:
+            raise BrokerUnavailable(f"Redis unreachable: {exc}") from exc
+        depths: dict[str, int] = {}
+        for i, queue in enumerate(queues):
+            lanes = replies[i * 2 * len(LANES) : (i + 1) * 2 * len(LANES)]
+            depths[queue] = sum(
+                _waiting(length, pending)
+                for length, pending in zip(lanes[::2], lanes[1::2], strict=True)
+            )
+        return depths
+
+    async def close(self) -> None:
+        self._closed = True
+        self._drop_watcher()
+        await self._client.aclose()
+
+
+def _waiting(length: Any, pending: Any) -> int:
+    """Entries in a stream minus those delivered and not yet acked (NOGROUP: none)."""
+    if isinstance(length, ResponseError) or not isinstance(length, int):
+        return 0
+    count = 0 if isinstance(pending, ResponseError) else int(pending["pending"])
+    return max(length - count, 0)
