@@ -229,6 +229,18 @@ idempotency_keys = sa.Table(
 )
 sa.Index("ix_idempotency_keys_expires_at", idempotency_keys.c.expires_at)
 
+leases = sa.Table(
+    "leases",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("holder", sa.String(200), nullable=False),
+    # The fencing token (epoch): only ever increases, because a row is never deleted.
+    sa.Column("token", sa.BigInteger, nullable=False),
+    _ts("acquired_at", nullable=False),
+    _ts("renewed_at", nullable=False),
+    _ts("expires_at", nullable=False),
+)
+
 #: Children first, so deleting in this order never trips a foreign key.
 TABLES_CHILDREN_FIRST = (
     task_logs,
@@ -239,4 +251,5 @@ TABLES_CHILDREN_FIRST = (
     jobs,
     api_tokens,
     idempotency_keys,
+    leases,
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -19,12 +19,13 @@ from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskR
 from tickwork.ports import (
     DeadLetterPage,
     JobFilter,
+    Lease,
     Materialization,
     RunPage,
     TaskKey,
     TimeWindow,
 )
-from tickwork.store import dispatch, jobs, logs
+from tickwork.store import dispatch, jobs, leases, logs
 from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
@@ -36,12 +37,17 @@ from tickwork.store.tokens import SqlTokenMethods
 T = TypeVar("T")
 
 
-async def open_store(url: str) -> SqlStore:
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+async def open_store(url: str, *, clock: Callable[[], datetime] = _utcnow) -> SqlStore:
     """A store on ``url`` (``sqlite:///path.db``, ``sqlite://``, ``postgresql://…``).
 
     Does not migrate: call ``await store.migrate()`` (or ``tickwork db upgrade``) first.
+    ``clock`` is what lease expiry is judged by on SQLite (PostgreSQL uses its own clock).
     """
-    return SqlStore(create_engines(url))
+    return SqlStore(create_engines(url), clock=clock)
 
 
 class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
@@ -52,8 +58,9 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
     unknown run.
     """
 
-    def __init__(self, engines: Engines) -> None:
+    def __init__(self, engines: Engines, *, clock: Callable[[], datetime] = _utcnow) -> None:
         self._engines = engines
+        self._clock = clock  # lease time on SQLite; PostgreSQL judges leases by its own
 
     @property
     def dialect(self) -> str:
@@ -218,6 +225,25 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
         if not keys:
             return 0
         return await self._write(lambda conn: dispatch.release(conn, keys, worker_id, now))
+
+    # -- leases ----------------------------------------------------------------------------
+    async def acquire_lease(self, name: str, holder: str, ttl: float) -> Lease | None:
+        return await self._write(
+            lambda conn: leases.acquire(conn, name, holder, ttl, local_now=self._clock())
+        )
+
+    async def renew_lease(self, name: str, holder: str, token: int, ttl: float) -> Lease | None:
+        return await self._write(
+            lambda conn: leases.renew(conn, name, holder, token, ttl, local_now=self._clock())
+        )
+
+    async def release_lease(self, name: str, holder: str, token: int) -> bool:
+        return await self._write(
+            lambda conn: leases.release(conn, name, holder, token, local_now=self._clock())
+        )
+
+    async def get_lease(self, name: str) -> Lease | None:
+        return await self._read(lambda conn: leases.get(conn, name))
 
     # -- logs ------------------------------------------------------------------------------
     async def append_logs(self, chunks: Sequence[LogChunk]) -> None:
