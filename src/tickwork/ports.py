@@ -210,7 +210,13 @@ class Materialization:
 
 
 class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
-    """Durable state: jobs, runs, task runs, attempts and logs. The source of truth."""
+    """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.
+
+    The writes a scheduler makes take ``fence``: with one, the write is made in full only if
+    the fence holds its lease throughout the write's transaction; otherwise nothing is
+    written and ``Fenced`` is raised. ``fence=None`` (embedded mode, workers, the API)
+    writes as before, with no lease involved.
+    """
 
     async def migrate(self) -> None:
         """Bring the schema to the newest revision (Alembic ``upgrade head``)."""
@@ -270,6 +276,8 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
         expected_next: datetime,
         new_next: datetime | None,
         runs: Sequence[NewRun],
+        *,
+        fence: Fence | None = None,
     ) -> list[TaskRun]:
         """Insert the runs of cron fires and advance the job's ``next_fire_at``, atomically.
 
@@ -279,7 +287,9 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
         ``runs``. Returns the inserted task runs whose state is ``queued``, for publishing.
         """
 
-    async def materialize_many(self, items: Sequence[Materialization]) -> list[TaskRun]:
+    async def materialize_many(
+        self, items: Sequence[Materialization], *, fence: Fence | None = None
+    ) -> list[TaskRun]:
         """``materialize`` for many jobs in one transaction; each item stays conditional.
 
         The scheduler uses this so that many jobs firing at the same instant cost one
@@ -341,7 +351,9 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
     async def next_due_at(self) -> datetime | None:
         """The earliest ``due_at`` of a scheduled or up_for_retry task run."""
 
-    async def mark_queued(self, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+    async def mark_queued(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
         """scheduled|up_for_retry → queued, for the given keys. Returns the rows moved."""
 
     async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
@@ -359,7 +371,9 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
         Returns the ids among them whose cancellation has been requested.
         """
 
-    async def complete(self, outcomes: Sequence[Outcome]) -> list[str]:
+    async def complete(
+        self, outcomes: Sequence[Outcome], *, fence: Fence | None = None
+    ) -> list[str]:
         """Record finished attempts: running → outcome.state, conditional on attempt.
 
         Writes one attempt-history row per applied outcome; ``up_for_retry`` also sets
@@ -370,7 +384,9 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
         """Running task runs whose last heartbeat is older than ``heartbeat_before`` (zombies)."""
 
-    async def requeue(self, keys: Sequence[TaskKey], now: datetime) -> int:
+    async def requeue(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> int:
         """queued → scheduled (due now) for keys a draining worker gives back."""
 
     async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:

@@ -17,7 +17,7 @@ from tickwork.core.model import Job, NewRun, TaskRun, TaskRunState
 from tickwork.core.retry import failure_outcome
 from tickwork.core.runs import new_run, skipped_run
 from tickwork.core.schedule import plan_fires
-from tickwork.ports import Broker, Delivery, Materialization, Store
+from tickwork.ports import Broker, Delivery, Fence, Materialization, Store
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -39,8 +39,17 @@ def deliveries(task_runs: Sequence[TaskRun]) -> list[Delivery]:
     return [Delivery(tr.id, tr.attempt, tr.queue, tr.priority) for tr in task_runs]
 
 
+def _unfenced() -> None:
+    return None
+
+
 class Scheduler:
-    """Turns schedules into queued task runs. Stateless between ticks: the store is the record."""
+    """Turns schedules into queued task runs. Stateless between ticks: the store is the record.
+
+    ``fence`` gives the fence every store write carries: the leader's lease and token (it
+    raises ``Fenced`` once this process knows it is no longer leader, which ends ``run``).
+    Without it (embedded mode: one scheduler) writes carry none.
+    """
 
     def __init__(
         self,
@@ -51,6 +60,7 @@ class Scheduler:
         rand: Callable[[], float],
         make_id: Callable[[], str],
         config: SchedulerConfig | None = None,
+        fence: Callable[[], Fence | None] = _unfenced,
     ) -> None:
         self._store = store
         self._broker = broker
@@ -58,6 +68,7 @@ class Scheduler:
         self._rand = rand
         self._make_id = make_id
         self._config = config or SchedulerConfig()
+        self._fence = fence
         self._wakeup = asyncio.Event()
         self._last_housekeeping: datetime | None = None
 
@@ -89,7 +100,7 @@ class Scheduler:
         jobs = await self._store.due_cron_jobs(horizon, self._config.batch)
         if jobs:
             plans = [self._plan(job, now, horizon) for job in jobs]
-            queued = await self._store.materialize_many(plans)
+            queued = await self._store.materialize_many(plans, fence=self._fence())
             await self._broker.publish(deliveries(queued))
         return len(jobs)
 
@@ -97,7 +108,8 @@ class Scheduler:
         """Queue and publish task runs whose due time has come; returns how many were due."""
         due = await self._store.due_task_runs(now, self._config.batch)
         if due:
-            queued = await self._store.mark_queued([(tr.id, tr.attempt) for tr in due], now)
+            keys = [(tr.id, tr.attempt) for tr in due]
+            queued = await self._store.mark_queued(keys, now, fence=self._fence())
             await self._broker.publish(deliveries(queued))
         return len(due)
 
@@ -119,7 +131,7 @@ class Scheduler:
             )
             for tr in task_runs
         ]
-        applied = await self._store.complete(outcomes)
+        applied = await self._store.complete(outcomes, fence=self._fence())
         if applied:
             log.warning("failed %d lost task run(s): %s", len(applied), why)
         return len(applied)

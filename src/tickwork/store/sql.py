@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskRun, TaskRunState
 from tickwork.ports import (
     DeadLetterPage,
+    Fence,
     JobFilter,
     Lease,
     Materialization,
@@ -72,6 +73,19 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
 
     async def _read(self, work: Callable[[Connection], T]) -> T:
         return await self._run(self._engines.readers, self._engines.read, work)
+
+    def _fenced(
+        self, fence: Fence | None, work: Callable[[Connection], T]
+    ) -> Callable[[Connection], T]:
+        """``work`` after the fence check, in the same transaction; unchanged without one."""
+        if fence is None:
+            return work
+
+        def fenced(conn: Connection) -> T:
+            leases.hold_fence(conn, fence, self._clock())
+            return work(conn)
+
+        return fenced
 
     @staticmethod
     async def _run(
@@ -131,12 +145,18 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
         expected_next: datetime,
         new_next: datetime | None,
         runs: Sequence[NewRun],
+        *,
+        fence: Fence | None = None,
     ) -> list[TaskRun]:
         return await self._write(
-            lambda conn: jobs.materialize(conn, job_id, expected_next, new_next, runs)
+            self._fenced(
+                fence, lambda conn: jobs.materialize(conn, job_id, expected_next, new_next, runs)
+            )
         )
 
-    async def materialize_many(self, items: Sequence[Materialization]) -> list[TaskRun]:
+    async def materialize_many(
+        self, items: Sequence[Materialization], *, fence: Fence | None = None
+    ) -> list[TaskRun]:
         def work(conn: Connection) -> list[TaskRun]:
             # Each job's advance stays conditional; the runs of the winners go in together.
             won = [
@@ -150,7 +170,7 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
             inserted = run_queries.insert_new_runs(conn, won)
             return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]
 
-        return await self._write(work)
+        return await self._write(self._fenced(fence, work))
 
     # -- runs ------------------------------------------------------------------------------
     async def create_runs(self, runs: Sequence[NewRun]) -> None:
@@ -190,10 +210,14 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
     async def next_due_at(self) -> datetime | None:
         return await self._read(dispatch.next_due_at)
 
-    async def mark_queued(self, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+    async def mark_queued(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
         if not keys:
             return []
-        return await self._write(lambda conn: dispatch.mark_queued(conn, keys, now))
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.mark_queued(conn, keys, now))
+        )
 
     async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
         return await self._read(lambda conn: dispatch.queued_task_runs(conn, queued_before, limit))
@@ -208,18 +232,26 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
             return set()
         return await self._write(lambda conn: dispatch.heartbeat(conn, keys, worker_id, now))
 
-    async def complete(self, outcomes: Sequence[Outcome]) -> list[str]:
+    async def complete(
+        self, outcomes: Sequence[Outcome], *, fence: Fence | None = None
+    ) -> list[str]:
         if not outcomes:
             return []
-        return await self._write(lambda conn: dispatch.complete(conn, outcomes))
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.complete(conn, outcomes))
+        )
 
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
         return await self._read(lambda conn: dispatch.stale_running(conn, heartbeat_before, limit))
 
-    async def requeue(self, keys: Sequence[TaskKey], now: datetime) -> int:
+    async def requeue(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> int:
         if not keys:
             return 0
-        return await self._write(lambda conn: dispatch.requeue(conn, keys, now))
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.requeue(conn, keys, now))
+        )
 
     async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:
         if not keys:
