@@ -252,11 +252,20 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
         written and False returned). ``paused``, ``created_at`` and ``last_fire_at`` are kept
         as stored; ``next_fire_at`` is written only when ``reschedule``. A run whose (job,
         logical date) exists is skipped. Runs already created are not touched: they carry a
-        copy of their tasks.
+        copy of their tasks. Cron fires created ahead of time (not due yet) do not count as
+        created: they are given back and planned again (see ``set_paused``).
         """
 
     async def set_paused(self, job_id: str, paused: bool, now: datetime) -> bool:
-        """Pause or resume a live job; False if it does not exist."""
+        """Pause or resume a live job; False if it does not exist.
+
+        Pausing gives back the work of the job handed out ahead of time: task runs queued
+        before their due instant go back to ``scheduled`` (a broker message for them then
+        claims nothing), and cron fires created ahead are deleted, the job's next fire set
+        back to the earliest of them. ``update_job`` gives back a cron job's fires created
+        ahead the same way (they are planned again from the new definition), and
+        ``delete_job`` deletes them.
+        """
 
     async def delete_job(self, job_id: str, now: datetime) -> list[TaskRun]:
         """Soft-delete a job (its history stays) and cancel its runs that have not finished.
@@ -342,11 +351,11 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
         """
 
     # -- dispatch and execution --------------------------------------------------------
-    async def due_task_runs(self, until: datetime, limit: int) -> list[TaskRun]:
-        """Scheduled or up_for_retry task runs due at or before ``until``.
-
-        Higher priority first; among equals, earlier due time first.
-        """
+    async def due_task_runs(
+        self, until: datetime, limit: int, *, after: datetime | None = None
+    ) -> list[TaskRun]:
+        """Scheduled or up_for_retry task runs of unpaused jobs due at or before ``until``
+        (and after ``after``, when given). Higher priority first; then earlier due time."""
 
     async def next_due_at(self) -> datetime | None:
         """The earliest ``due_at`` of a scheduled or up_for_retry task run."""
@@ -356,8 +365,18 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, Protocol):
     ) -> list[TaskRun]:
         """scheduled|up_for_retry → queued, for the given keys. Returns the rows moved."""
 
+    async def queue_ahead(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
+        """scheduled|up_for_retry → queued before they are due (the sliding window), for the
+        given keys of unpaused jobs. ``queued_at`` becomes the due instant (``now`` if it has
+        passed): when a worker may claim them, and what the reconciler counts from. Pausing,
+        changing or deleting the job gives such task runs back (see ``set_paused``)."""
+
     async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
-        """Task runs queued at or before ``queued_before`` that no worker has claimed."""
+        """Task runs queued at or before ``queued_before`` that no worker has claimed
+        (``queued_at``: when they became claimable; for work handed out ahead, its due
+        instant)."""
 
     async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
         """queued → running for the given keys (a worker takes them). Returns the rows won.

@@ -71,7 +71,9 @@ async def test_stale_fence_materializes_nothing_and_the_current_one_does(
     assert len(await store.materialize_many([item], fence=epochs.new)) == 1
 
 
-async def test_stale_fence_queues_and_requeues_nothing(store: SqlStore, epochs: Epochs) -> None:
+async def test_stale_fence_queues_hands_out_and_requeues_nothing(
+    store: SqlStore, epochs: Epochs
+) -> None:
     job = make_job("j")
     waiting, queued = make_run(job, at(0)), make_run(job, at(1), state=S.QUEUED)
     await store.create_jobs([(job, [waiting, queued])])
@@ -79,6 +81,8 @@ async def test_stale_fence_queues_and_requeues_nothing(store: SqlStore, epochs: 
 
     with pytest.raises(Fenced):
         await store.mark_queued([key(tr)], at(5), fence=epochs.old)
+    with pytest.raises(Fenced):
+        await store.queue_ahead([key(tr)], at(-60), fence=epochs.old)
     with pytest.raises(Fenced):
         await store.requeue([key(q)], at(5), fence=epochs.old)
 

@@ -29,13 +29,17 @@ _DISPATCHABLE = [s.value for s in DISPATCHABLE]
 _NOT_PAUSED = task_runs.c.job_id.not_in(sa.select(jobs.c.id).where(jobs.c.paused))
 
 
-def due_task_runs(conn: Connection, until: datetime, limit: int) -> list[TaskRun]:
+def due_task_runs(
+    conn: Connection, until: datetime, limit: int, after: datetime | None = None
+) -> list[TaskRun]:
     query = (
         sa.select(task_runs)
         .where(task_runs.c.state.in_(_DISPATCHABLE), task_runs.c.due_at <= until, _NOT_PAUSED)
         .order_by(task_runs.c.priority.desc(), task_runs.c.due_at, task_runs.c.id)
         .limit(limit)
     )
+    if after is not None:
+        query = query.where(task_runs.c.due_at > after)
     return [task_run_from_row(r) for r in (conn.execute(query)).mappings()]
 
 
@@ -102,16 +106,53 @@ def _update_returning(
 def mark_queued(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
     where = task_runs.c.state.in_(_DISPATCHABLE)
     won = _update_returning(conn, keys, where, {"state": S.QUEUED.value, "queued_at": now})
+    _mark_runs_queued(conn, won)
+    return won
+
+
+def queue_ahead(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+    """Queue task runs before they are due: ``queued_at`` is the due instant (``now`` if that
+    has passed), when a worker may first claim them. Paused jobs' task runs are left alone."""
+    _lock_jobs_of(conn, keys)
+    now_ = sa.literal(now, task_runs.c.due_at.type)
+    claimable = sa.case((task_runs.c.due_at > now_, task_runs.c.due_at), else_=now_)
+    where = sa.and_(task_runs.c.state.in_(_DISPATCHABLE), _NOT_PAUSED)
+    won = _update_returning(conn, keys, where, {"state": S.QUEUED.value, "queued_at": claimable})
+    _mark_runs_queued(conn, won)
+    return won
+
+
+def _lock_jobs_of(conn: Connection, keys: Sequence[TaskKey]) -> None:
+    """On PostgreSQL, share-lock the rows of the task runs' jobs until the hand-off commits.
+
+    Pausing, changing or deleting a job updates its row and then gives back the work handed
+    out ahead of time. With the row locked, such a change either commits first (and the
+    ``_NOT_PAUSED`` and state conditions see it) or waits, and then sees these task runs
+    queued and takes them back. Without the lock it could slip in between and miss them.
+    (SQLite runs one write transaction at a time.)
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    for chunk in chunked(keys):
+        ids = sa.select(task_runs.c.job_id).where(task_runs.c.id.in_([k[0] for k in chunk]))
+        conn.execute(
+            sa.select(jobs.c.id)
+            .where(jobs.c.id.in_(ids))
+            .order_by(jobs.c.id)
+            .with_for_update(read=True)
+        ).all()
+
+
+def _mark_runs_queued(conn: Connection, queued: Sequence[TaskRun]) -> None:
     # A ``scheduled`` run has no queued, running or finished task run; with one queued it
     # is ``queued``. A run in any other state keeps it (``derive_run_state``; a unit test
     # holds that), so no sibling needs reading.
-    for chunk in chunked(sorted({tr.run_id for tr in won})):
+    for chunk in chunked(sorted({tr.run_id for tr in queued})):
         conn.execute(
             sa.update(runs)
             .where(runs.c.id.in_(chunk), runs.c.state == RunState.SCHEDULED.value)
             .values(state=RunState.QUEUED.value)
         )
-    return won
 
 
 def claim(

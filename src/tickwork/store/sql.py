@@ -204,8 +204,10 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
         return await self._write(lambda conn: run_queries.retry_run(conn, run_id, now))
 
     # -- dispatch and execution ------------------------------------------------------------
-    async def due_task_runs(self, until: datetime, limit: int) -> list[TaskRun]:
-        return await self._read(lambda conn: dispatch.due_task_runs(conn, until, limit))
+    async def due_task_runs(
+        self, until: datetime, limit: int, *, after: datetime | None = None
+    ) -> list[TaskRun]:
+        return await self._read(lambda conn: dispatch.due_task_runs(conn, until, limit, after))
 
     async def next_due_at(self) -> datetime | None:
         return await self._read(dispatch.next_due_at)
@@ -217,6 +219,15 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
             return []
         return await self._write(
             self._fenced(fence, lambda conn: dispatch.mark_queued(conn, keys, now))
+        )
+
+    async def queue_ahead(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
+        if not keys:
+            return []
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.queue_ahead(conn, keys, now))
         )
 
     async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
