@@ -12,10 +12,11 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
+from tests.fixtures.brokers import ClockedBroker
 from tests.helpers import FakeClock, eventually, make_job, shell_task, utc
 from tests.integration.test_scheduler import all_runs
 from tickwork.broker.memory import MemoryBroker
@@ -28,9 +29,9 @@ from tickwork.core.model import (
 )
 from tickwork.core.runs import new_run
 from tickwork.ids import new_id
-from tickwork.ports import Fence, Fenced
+from tickwork.ports import Broker, Fence, Fenced
 from tickwork.scheduler.ha import HAConfig, HAScheduler, LeaderStatus, Role, ha_scheduler
-from tickwork.scheduler.loop import Scheduler
+from tickwork.scheduler.loop import Scheduler, SchedulerConfig
 from tickwork.store import SqlStore, open_store
 
 T0 = utc(2026, 3, 2, 10, 0)
@@ -43,7 +44,7 @@ class Replica:
 
     name: str
     store: SqlStore
-    broker: MemoryBroker
+    broker: Broker
     ha: HAScheduler
 
     async def tick(self, clock: FakeClock) -> None:
@@ -70,9 +71,12 @@ MakeCluster = Callable[..., Awaitable[Cluster]]
 async def make_cluster(store_url: str, store: SqlStore) -> AsyncIterator[MakeCluster]:
     opened: list[SqlStore] = []
 
-    async def make(ttl: float, *, renew_every: float | None = None, real: bool = False) -> Cluster:
+    async def make(
+        ttl: float, *, renew_every: float | None = None, real: bool = False, window: float = 0
+    ) -> Cluster:
         clock, lease_clock, mono = FakeClock(T0), FakeClock(T0), FakeClock(T0)
         config = HAConfig(ttl=ttl, renew_every=renew_every, campaign_every=0.05)
+        shared = ClockedBroker(clock) if window else None  # one broker for all, like Redis
         replicas = []
 
         def monotonic() -> float:
@@ -85,7 +89,7 @@ async def make_cluster(store_url: str, store: SqlStore) -> AsyncIterator[MakeClu
                 else await open_store(store_url, clock=lease_clock)
             )
             opened.append(s)
-            broker = MemoryBroker()
+            broker: Broker = shared or MemoryBroker()
             ha = ha_scheduler(
                 s,
                 broker,
@@ -94,6 +98,7 @@ async def make_cluster(store_url: str, store: SqlStore) -> AsyncIterator[MakeClu
                 rand=random.random,
                 make_id=new_id,
                 ha=config,
+                config=SchedulerConfig(window=window),
                 monotonic=time.monotonic if real else monotonic,
             )
             replicas.append(Replica(name, s, broker, ha))
@@ -216,6 +221,35 @@ async def test_repeated_failovers_neither_double_nor_lose_a_cron_fire(
     assert await _delivered(cluster) == await _task_run_ids(leader.store, "every-minute")
     assert refused == 2
     assert epochs == [1, 2, 3]
+
+
+async def test_failover_with_a_window_runs_each_fire_handed_out_ahead_once(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = await make_cluster(2.0, window=300.0)
+    a, b = cluster.replicas
+    await _add_every_minute_job(a.store)
+    clock = cluster.clock
+    ran: dict[datetime, int] = {}
+
+    async def minute(leader: Replica, at: datetime) -> None:
+        clock.now = at
+        if leader.ha.status.role is Role.LEADER:
+            assert await leader.ha.election.renew()
+        await leader.tick(clock)
+        keys = [(d.task_run_id, d.attempt) for d in await a.broker.consume(["default"], 99, 0.01)]
+        for tr in await a.store.claim(keys, "w1", at):  # what a worker runs
+            ran[tr.logical_date] = ran.get(tr.logical_date, 0) + 1
+
+    assert await a.ha.election.campaign()
+    await minute(a, utc(2026, 3, 2, 10, 0, 30))  # a hands out 10:01 .. 10:05
+    await minute(a, utc(2026, 3, 2, 10, 1, 30))
+    cluster.pause_past_ttl(2.0)  # a is paused
+    await _take_over(b)
+    for m in range(2, 11):
+        await minute(b, utc(2026, 3, 2, 10, m, 30))
+
+    assert ran == {utc(2026, 3, 2, 10, m): 1 for m in range(1, 11)}
 
 
 async def test_a_standby_takes_over_within_ttl_after_the_leader_dies(
