@@ -381,3 +381,19 @@ def test_ha_config_refuses_impossible_timings() -> None:
     for bad in ({"ttl": 0.0}, {"ttl": 5.0, "renew_every": 5.0}, {"campaign_every": 0.0}):
         with pytest.raises(ValueError):
             HAConfig(**bad)  # type: ignore[arg-type]
+
+
+async def test_a_replica_hands_out_five_minutes_ahead_by_default(store: SqlStore) -> None:
+    clock = FakeClock(T0)
+    broker = ClockedBroker(clock)
+    ha = ha_scheduler(store, broker, holder="a", clock=clock, rand=random.random, make_id=new_id)
+    job = make_job("once", now=T0, schedule=Schedule(kind=ScheduleKind.AT, at=T0))
+    due = [T0 + timedelta(minutes=m) for m in (4, 6)]
+    await store.create_jobs(
+        [(job, [new_run(job, d, trigger=RunTrigger.MANUAL, now=T0, make_id=new_id) for d in due])]
+    )
+    assert await ha.election.campaign()
+
+    await ha.scheduler.tick(clock.now)
+
+    assert [instant for _, instant in broker.handed_out] == due[:1]

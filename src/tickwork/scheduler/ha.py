@@ -24,7 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from tickwork.ports import Broker, Fence, Fenced, Lease, LeaseStore, Store
-from tickwork.scheduler.loop import Scheduler, SchedulerConfig
+from tickwork.scheduler.loop import DEFAULT_WINDOW, Scheduler, SchedulerConfig
 
 log = logging.getLogger("tickwork.scheduler.ha")
 
@@ -218,7 +218,10 @@ def ha_scheduler(
     ha: HAConfig | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> HAScheduler:
-    """A scheduler replica: a ``Scheduler`` fenced by a ``LeaderElection`` on ``store``."""
+    """A scheduler replica: a ``Scheduler`` fenced by a ``LeaderElection`` on ``store``.
+
+    ``config`` defaults to a sliding window of ``DEFAULT_WINDOW`` seconds.
+    """
     election = LeaderElection(store, holder, ha, monotonic=monotonic)
     scheduler = Scheduler(
         store,
@@ -226,7 +229,7 @@ def ha_scheduler(
         clock=clock,
         rand=rand,
         make_id=make_id,
-        config=config,
+        config=config or SchedulerConfig(window=DEFAULT_WINDOW),
         fence=election.fence,
     )
     return HAScheduler(scheduler, election)

@@ -27,6 +27,10 @@ from tickwork.ports import Broker, Delivery, Fence, Materialization, Store
 log = logging.getLogger("tickwork.scheduler")
 
 
+#: Seconds of upcoming work a distributed scheduler hands to the broker ahead of time.
+DEFAULT_WINDOW = 300.0
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     max_sleep: float = 1.0  # seconds; the longest the loop sleeps without looking (its poll)
@@ -35,7 +39,8 @@ class SchedulerConfig:
     # instant cost one small batch update then, not their planning and inserts.
     lookahead: float = 1.0
     # Seconds of upcoming work handed to the broker ahead of time (see the module docstring);
-    # cron fires are then materialized this far ahead too. 0: none (embedded mode).
+    # cron fires are then materialized this far ahead too. 0: none (embedded mode);
+    # ``ha_scheduler`` uses DEFAULT_WINDOW.
     window: float = 0.0
     batch: int = 500  # rows per store call
     heartbeat_timeout: float = 15.0  # a running task run silent this long is a zombie
