@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from tests.fixtures.brokers import ClockedBroker
 from tests.helpers import FakeClock, eventually, make_job, shell_task, utc
 from tests.integration.test_scheduler import all_runs
 from tickwork.broker.memory import MemoryBroker
+from tickwork.core.errors import ValidationError
 from tickwork.core.model import (
     RetryPolicy,
     RunTrigger,
@@ -33,6 +35,8 @@ from tickwork.ports import Broker, Fence, Fenced
 from tickwork.scheduler.ha import HAConfig, HAScheduler, LeaderStatus, Role, ha_scheduler
 from tickwork.scheduler.loop import Scheduler, SchedulerConfig
 from tickwork.store import SqlStore, open_store
+from tickwork.store.engine import create_engines
+from tickwork.store.schema import jobs
 
 T0 = utc(2026, 3, 2, 10, 0)
 EVERY_MINUTE = Schedule(kind=ScheduleKind.CRON, cron="* * * * *", timezone="UTC")
@@ -397,3 +401,22 @@ async def test_a_replica_hands_out_five_minutes_ahead_by_default(store: SqlStore
     await ha.scheduler.tick(clock.now)
 
     assert [instant for _, instant in broker.handed_out] == due[:1]
+
+
+async def test_a_crashing_scheduler_stops_the_replica_loudly_and_frees_the_lease(
+    make_cluster: MakeCluster, store_url: str
+) -> None:
+    a, b = (await make_cluster(30.0, real=True)).replicas
+    await _add_every_minute_job(a.store)
+    engines = create_engines(store_url)
+    try:
+        with engines.write.begin() as conn:  # a row no scheduler can plan
+            conn.execute(sa.update(jobs).values(cron="not a cron", next_fire_at=T0))
+    finally:
+        engines.dispose()
+
+    with pytest.raises(ValidationError, match="cron"):
+        await asyncio.wait_for(a.ha.run(), 10)
+
+    assert a.ha.status.role is Role.STANDBY
+    assert await b.ha.election.campaign()  # released: no need to wait out the 30 s ttl

@@ -188,13 +188,12 @@ class HAScheduler:
         try:
             await self._keep_lease(task)
         finally:
+            self.election.step_down()  # from here on, a write the task still tries is fenced
             task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Fenced):
-                pass  # stopped, or it hit the fence first: either way, no longer leading
-            finally:
-                self.election.step_down()
+            # gather, not await: a second cancel of this coroutine must not be swallowed here.
+            (ended,) = await asyncio.gather(task, return_exceptions=True)
+        if isinstance(ended, Exception) and not isinstance(ended, Fenced):
+            raise ended  # the scheduler crashed: fail loudly
 
     async def _keep_lease(self, task: asyncio.Task[None]) -> None:
         """Renew every ``renewal`` seconds; return when the lease is lost or the task ends."""
