@@ -436,10 +436,6 @@ class Broker(Protocol):
 
     async def publish(self, deliveries: Sequence[Delivery]) -> None: ...
 
-    async def publish_at(self, items: Sequence[tuple[Delivery, datetime]]) -> None:
-        """Deliver each item at its instant (at once if it has passed); the same key twice
-        is delivered once."""
-
     async def consume(
         self, queues: Sequence[str], max_items: int, timeout: float
     ) -> list[Delivery]:

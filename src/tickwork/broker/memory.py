@@ -6,7 +6,6 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from tickwork.ports import Delivery
 
@@ -23,7 +22,6 @@ class MemoryBroker:
         self._seq = itertools.count()
         self._ready = asyncio.Condition()
         self._closed = False
-        self._delayed: dict[tuple[str, int], asyncio.Task[None]] = {}
 
     async def publish(self, deliveries: Sequence[Delivery]) -> None:
         if not deliveries:
@@ -33,22 +31,6 @@ class MemoryBroker:
                 heap = self._heaps.setdefault(d.queue, [])
                 heapq.heappush(heap, (-d.priority, next(self._seq), d))
             self._ready.notify_all()
-
-    async def publish_at(self, items: Sequence[tuple[Delivery, datetime]]) -> None:
-        # TEMP stub: the broker work adds the real delayed delivery to this broker.
-        now = datetime.now(UTC)
-        await self.publish([d for d, at in items if at <= now])
-        for d, at in items:
-            key = (d.task_run_id, d.attempt)
-            if at > now and key not in self._delayed:
-                self._delayed[key] = asyncio.create_task(
-                    self._deliver_later(d, (at - now).total_seconds())
-                )
-
-    async def _deliver_later(self, delivery: Delivery, delay: float) -> None:
-        await asyncio.sleep(delay)
-        del self._delayed[(delivery.task_run_id, delivery.attempt)]
-        await self.publish([delivery])
 
     async def consume(
         self, queues: Sequence[str], max_items: int, timeout: float
@@ -68,8 +50,6 @@ class MemoryBroker:
         return len(self._heaps.get(queue, ()))
 
     async def close(self) -> None:
-        for task in self._delayed.values():
-            task.cancel()
         async with self._ready:
             self._closed = True
             self._ready.notify_all()
