@@ -214,6 +214,70 @@ class WorkerRegistry(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Fence:
+    """A leader's proof of leadership, carried by its writes: a lease and the token it holds.
+
+    A store checks it in the write's own transaction and refuses the whole write
+    (``Fenced``) unless the lease still has this token and has not expired.
+    """
+
+    lease: str
+    token: int
+
+
+class Fenced(TickworkError):
+    """A fenced write was refused: its token no longer holds the lease (another holder took
+    it, or it expired). Nothing was written; the writer must stop acting as leader at once."""
+
+    def __init__(self, fence: Fence) -> None:
+        super().__init__(f"lease {fence.lease!r} is no longer held with token {fence.token}")
+        self.fence = fence
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A named lease as stored. ``token`` (the epoch) only ever increases: every new holder,
+    and a holder taking back its own expired lease, gets a higher one."""
+
+    name: str
+    holder: str
+    token: int
+    acquired_at: datetime
+    renewed_at: datetime
+    expires_at: datetime
+
+    @property
+    def fence(self) -> Fence:
+        return Fence(self.name, self.token)
+
+
+class LeaseStore(Protocol):
+    """Named leases with fencing tokens (scheduler leadership).
+
+    Expiry is judged on the database's clock where it has one (PostgreSQL), so the clocks of
+    the processes competing do not matter; SQLite, which lives on one machine, uses that
+    machine's clock. ``ttl`` is in seconds. A lease row is never deleted, so its token keeps
+    increasing across holders, expiries and releases.
+    """
+
+    async def acquire_lease(self, name: str, holder: str, ttl: float) -> Lease | None:
+        """Take the lease if it is free or expired (the token goes up by one), or renew it if
+        ``holder`` still holds it (same token). None if another holder holds it. Atomic: of
+        holders racing for a free lease, exactly one gets it."""
+
+    async def renew_lease(self, name: str, holder: str, token: int, ttl: float) -> Lease | None:
+        """Extend the lease to ``ttl`` from now, only if ``holder`` still holds it with
+        ``token`` and it has not expired; else None (the holder has lost it)."""
+
+    async def release_lease(self, name: str, holder: str, token: int) -> bool:
+        """Let the lease expire now, if ``holder`` holds it with ``token``, so a standby can
+        take it at once. False if it was not held so."""
+
+    async def get_lease(self, name: str) -> Lease | None:
+        """The lease as stored (maybe expired); None if it was never taken."""
+
+
+@dataclass(frozen=True, slots=True)
 class Materialization:
     """The runs of one job's due cron fires and where its schedule goes next."""
 
@@ -223,8 +287,14 @@ class Materialization:
     runs: Sequence[NewRun]
 
 
-class Store(TokenStore, IdempotencyStore, PoolStore, WorkerRegistry, Protocol):
-    """Durable state: jobs, runs, task runs, attempts and logs. The source of truth."""
+class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry, Protocol):
+    """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.
+
+    The writes a scheduler makes take ``fence``: with one, the write is made in full only if
+    the fence holds its lease throughout the write's transaction; otherwise nothing is
+    written and ``Fenced`` is raised. ``fence=None`` (embedded mode, workers, the API)
+    writes as before, with no lease involved.
+    """
 
     async def migrate(self) -> None:
         """Bring the schema to the newest revision (Alembic ``upgrade head``)."""
@@ -260,11 +330,20 @@ class Store(TokenStore, IdempotencyStore, PoolStore, WorkerRegistry, Protocol):
         written and False returned). ``paused``, ``created_at`` and ``last_fire_at`` are kept
         as stored; ``next_fire_at`` is written only when ``reschedule``. A run whose (job,
         logical date) exists is skipped. Runs already created are not touched: they carry a
-        copy of their tasks.
+        copy of their tasks. Cron fires created ahead of time (not due yet) do not count as
+        created: they are given back and planned again (see ``set_paused``).
         """
 
     async def set_paused(self, job_id: str, paused: bool, now: datetime) -> bool:
-        """Pause or resume a live job; False if it does not exist."""
+        """Pause or resume a live job; False if it does not exist.
+
+        Pausing gives back the work of the job handed out ahead of time: task runs queued
+        before their due instant go back to ``scheduled`` (a broker message for them then
+        claims nothing), and cron fires created ahead are deleted, the job's next fire set
+        back to the earliest of them. ``update_job`` gives back a cron job's fires created
+        ahead the same way (they are planned again from the new definition), and
+        ``delete_job`` deletes them.
+        """
 
     async def delete_job(self, job_id: str, now: datetime) -> list[TaskRun]:
         """Soft-delete a job (its history stays) and cancel its runs that have not finished.
@@ -284,6 +363,8 @@ class Store(TokenStore, IdempotencyStore, PoolStore, WorkerRegistry, Protocol):
         expected_next: datetime,
         new_next: datetime | None,
         runs: Sequence[NewRun],
+        *,
+        fence: Fence | None = None,
     ) -> list[TaskRun]:
         """Insert the runs of cron fires and advance the job's ``next_fire_at``, atomically.
 
@@ -293,7 +374,9 @@ class Store(TokenStore, IdempotencyStore, PoolStore, WorkerRegistry, Protocol):
         ``runs``. Returns the inserted task runs whose state is ``queued``, for publishing.
         """
 
-    async def materialize_many(self, items: Sequence[Materialization]) -> list[TaskRun]:
+    async def materialize_many(
+        self, items: Sequence[Materialization], *, fence: Fence | None = None
+    ) -> list[TaskRun]:
         """``materialize`` for many jobs in one transaction; each item stays conditional.
 
         The scheduler uses this so that many jobs firing at the same instant cost one
@@ -346,20 +429,35 @@ class Store(TokenStore, IdempotencyStore, PoolStore, WorkerRegistry, Protocol):
         """
 
     # -- dispatch and execution --------------------------------------------------------
-    async def due_task_runs(self, until: datetime, limit: int) -> list[TaskRun]:
-        """Scheduled or up_for_retry task runs due at or before ``until``.
-
-        Higher priority first; among equals, earlier due time first.
-        """
+    async def due_task_runs(
+        self, until: datetime, limit: int, *, after: datetime | None = None
+    ) -> list[TaskRun]:
+        """Scheduled or up_for_retry task runs of unpaused jobs due at or before ``until``
+        (and after ``after``, when given: the hand-off ahead of time, which takes only task
+        runs that no pool, ``depends_on_past`` or ``max_active_runs`` gates). A gated task run
+        is left out while its gate is closed. Higher priority first; among equals the older
+        logical date, then the earlier due time."""
 
     async def next_due_at(self) -> datetime | None:
         """The earliest ``due_at`` of a scheduled or up_for_retry task run."""
 
-    async def mark_queued(self, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+    async def mark_queued(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
         """scheduled|up_for_retry → queued, for the given keys. Returns the rows moved."""
 
+    async def queue_ahead(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
+        """scheduled|up_for_retry → queued before they are due (the sliding window), for the
+        given keys of unpaused jobs. ``queued_at`` becomes the due instant (``now`` if it has
+        passed): when a worker may claim them, and what the reconciler counts from. Pausing,
+        changing or deleting the job gives such task runs back (see ``set_paused``)."""
+
     async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
-        """Task runs queued at or before ``queued_before`` that no worker has claimed."""
+        """Task runs queued at or before ``queued_before`` that no worker has claimed
+        (``queued_at``: when they became claimable; for work handed out ahead, its due
+        instant)."""
 
     async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
         """queued → running for the given keys (a worker takes them). Returns the rows won.
@@ -373,7 +471,9 @@ class Store(TokenStore, IdempotencyStore, PoolStore, WorkerRegistry, Protocol):
         Returns the ids among them whose cancellation has been requested.
         """
 
-    async def complete(self, outcomes: Sequence[Outcome]) -> Completion:
+    async def complete(
+        self, outcomes: Sequence[Outcome], *, fence: Fence | None = None
+    ) -> Completion:
         """Record finished attempts: running → outcome.state, conditional on attempt.
 
         Writes one attempt-history row per applied outcome (and a success's ``result``);
@@ -385,7 +485,9 @@ class Store(TokenStore, IdempotencyStore, PoolStore, WorkerRegistry, Protocol):
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
         """Running task runs whose last heartbeat is older than ``heartbeat_before`` (zombies)."""
 
-    async def requeue(self, keys: Sequence[TaskKey], now: datetime) -> int:
+    async def requeue(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> int:
         """queued → scheduled (due now) for keys a draining worker gives back."""
 
     async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:

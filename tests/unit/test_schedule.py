@@ -8,10 +8,18 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import Job, RunTrigger, Schedule, ScheduleKind
-from tickwork.core.schedule import first_fire, plan_fires, upcoming, validate_schedule
+from tickwork.core.schedule import (
+    first_fire,
+    plan_ahead,
+    plan_fires,
+    upcoming,
+    validate_schedule,
+)
 
 NOW = datetime(2026, 6, 15, 12, 0, 30, tzinfo=UTC)
 CRON, AT, NOW_KIND = ScheduleKind.CRON, ScheduleKind.AT, ScheduleKind.NOW
@@ -234,3 +242,65 @@ def test_plan_refuses_a_job_without_cron_bookkeeping() -> None:
         plan_fires(replace(job(cron(), NOW), next_fire_at=None), NOW)
     with pytest.raises(ValueError, match="not a cron job"):
         plan_fires(job(Schedule(kind=AT, at=NOW), NOW), NOW)
+
+
+# -- plan_ahead ------------------------------------------------------------------------------
+
+
+def test_plan_ahead_runs_every_fire_in_the_window_whatever_the_catchup_rule() -> None:
+    every_5 = cron("*/5 * * * *")
+    on_time = job(every_5, NOW.replace(second=0) + timedelta(minutes=5))
+    plan = plan_ahead(on_time, NOW, NOW + timedelta(minutes=20))
+    minutes = [(f.minute, t) for f, t in plan.runs]
+    assert minutes == [(m, RunTrigger.SCHEDULE) for m in (5, 10, 15, 20)]
+    assert (plan.skipped, plan.new_next) == ([], NOW.replace(second=0) + timedelta(minutes=25))
+
+
+def test_plan_ahead_applies_the_catchup_rule_to_missed_fires_only() -> None:
+    late = job(cron("*/5 * * * *"), NOW.replace(second=0) - timedelta(minutes=15))
+    plan = plan_ahead(late, NOW, NOW + timedelta(minutes=10))
+    assert [f.minute for f in plan.skipped] == [45, 50, 55]  # 11:45 .. 11:55 were missed
+    assert [(f.minute, t) for f, t in plan.runs] == [
+        (0, RunTrigger.SCHEDULE),  # the newest missed fire, 12:00
+        (5, RunTrigger.SCHEDULE),  # not due yet: not missed
+        (10, RunTrigger.SCHEDULE),
+    ]
+
+
+def test_plan_ahead_stops_at_max_runs_and_the_end_bound() -> None:
+    j = job(cron("* * * * *"), NOW.replace(second=0) + timedelta(minutes=1))
+    plan = plan_ahead(j, NOW, NOW + timedelta(hours=1), max_runs=3)
+    assert len(plan.runs) == 3
+    assert plan.new_next == NOW.replace(second=0) + timedelta(minutes=4)  # plan again
+    ends = job(cron("* * * * *", end=NOW + timedelta(minutes=2)), j.next_fire_at or NOW)
+    ended = plan_ahead(ends, NOW, NOW + timedelta(hours=1))
+    assert (len(ended.runs), ended.new_next) == (2, None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    expr=st.sampled_from(["* * * * *", "*/7 * * * *", "0 * * * *", "15 2 * * *", "30 1 * * *"]),
+    tz=st.sampled_from(["UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe"]),
+    steps=st.lists(st.integers(1, 7200), min_size=1, max_size=40),
+    windows=st.lists(st.integers(0, 900), min_size=1, max_size=5),
+)
+def test_plan_ahead_in_steps_covers_every_fire_exactly_once(
+    expr: str, tz: str, steps: list[int], windows: list[int]
+) -> None:
+    start = datetime(2026, 10, 24, tzinfo=UTC)  # two DST changes within reach
+    s = cron(expr, tz)
+    j = job(s, first_fire(s, start) or start, catchup=True)
+    planned: list[datetime] = []
+    now = reach = start
+    for i, step in enumerate(steps):
+        now += timedelta(seconds=step)
+        horizon = now + timedelta(seconds=windows[i % len(windows)])
+        reach = max(reach, horizon)
+        while j.next_fire_at is not None and j.next_fire_at <= horizon:
+            plan = plan_ahead(j, now, horizon, max_runs=5)
+            planned += [fire for fire, _ in plan.runs] + plan.skipped
+            j = replace(j, next_fire_at=plan.new_next)
+    expected = upcoming(s, start, len(planned) + 1)
+    assert planned == expected[: len(planned)]
+    assert j.next_fire_at == expected[len(planned)]
+    assert all(fire <= reach for fire in planned)  # nothing beyond the furthest window

@@ -189,6 +189,39 @@ def plan_fires(
     return _plan_latest(span, max_skipped)
 
 
+def plan_ahead(
+    job: Job, now: datetime, horizon: datetime, *, max_runs: int = 500, max_skipped: int = 10_000
+) -> FirePlan:
+    """Plan a cron job's fires up to ``horizon`` (``now`` or later): the missed ones up to
+    ``now`` by the catch-up rule (``plan_fires``), then every fire in ``(now, horizon]`` as a
+    SCHEDULE run. A fire that is not due yet was not missed, whatever the catch-up rule.
+
+    At most ``max_runs`` runs per plan; ``new_next <= horizon`` means the plan hit that limit
+    and the scheduler should plan again.
+    """
+    if job.next_fire_at is None or job.schedule.kind is not ScheduleKind.CRON:
+        raise ValueError(f"job {job.name!r} is not a cron job with a next_fire_at")
+    past = FirePlan(runs=[], skipped=[], dropped=0, new_next=job.next_fire_at)
+    if job.next_fire_at <= now:
+        past = plan_fires(job, now, max_runs=max_runs, max_skipped=max_skipped)
+    if past.new_next is None or past.new_next <= now:  # the schedule ended, or more to catch up
+        return past
+    s, room = job.schedule, max_runs - len(past.runs)
+    expr, tz = _cron_of(s)
+    until = horizon if s.end is None else min(horizon, s.end)
+    ahead = cron.fires(expr, tz, past.new_next - _TICK, until, room + 1)
+    if len(ahead) > room:
+        new_next: datetime | None = ahead[room]
+    else:
+        new_next = _within(s, cron.next_fire(expr, tz, max(horizon, past.new_next - _TICK)))
+    return FirePlan(
+        runs=past.runs + [(fire, RunTrigger.SCHEDULE) for fire in ahead[:room]],
+        skipped=past.skipped,
+        dropped=past.dropped,
+        new_next=new_next,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Span:
     """The missed stretch of a cron job: fires in ``(after, until]``; ``following`` is the

@@ -2,6 +2,11 @@
 
 It sleeps until the earliest thing it knows is due (the next cron fire or the next due task
 run), capped at ``max_sleep``, and wakes early when told (a new `at` job, a retry, a resume).
+
+With a ``window`` (distributed mode) it also keeps a sliding window of upcoming work with the
+broker: task runs due within the window, but not before the next poll, are queued and handed
+over ahead of time for delivery at their instants (``Broker.publish_at``). What is due sooner
+is queued and published at its instant by this loop itself, as in embedded mode.
 """
 
 from __future__ import annotations
@@ -16,28 +21,59 @@ from datetime import datetime, timedelta
 from tickwork.core.model import Job, NewRun, Outcome, TaskRun, TaskRunState
 from tickwork.core.retry import failure_outcome
 from tickwork.core.runs import new_run, skipped_run
-from tickwork.core.schedule import plan_fires
+from tickwork.core.schedule import plan_ahead
 from tickwork.hooks import Hooks
-from tickwork.ports import Broker, Delivery, Materialization, Store
+from tickwork.ports import Broker, Delivery, Fence, Materialization, Store
 
 log = logging.getLogger("tickwork.scheduler")
 
 
+#: Seconds of upcoming work a distributed scheduler hands to the broker ahead of time.
+DEFAULT_WINDOW = 300.0
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
-    max_sleep: float = 1.0  # seconds; the longest the loop sleeps without looking
+    max_sleep: float = 1.0  # seconds; the longest the loop sleeps without looking (its poll)
     # Cron fires are materialized this long before they are due (as `scheduled` task runs),
     # so that at the fire itself only the queueing is left: many jobs firing at the same
     # instant cost one small batch update then, not their planning and inserts.
     lookahead: float = 1.0
+    # Seconds of upcoming work handed to the broker ahead of time (see the module docstring);
+    # cron fires are then materialized this far ahead too. 0: none (embedded mode);
+    # ``ha_scheduler`` uses DEFAULT_WINDOW.
+    window: float = 0.0
     batch: int = 500  # rows per store call
     heartbeat_timeout: float = 15.0  # a running task run silent this long is a zombie
-    resend_after: float = 30.0  # a queued task run unclaimed this long is re-published
+    # A queued task run still unclaimed this long after it became claimable is re-published.
+    resend_after: float = 30.0
     housekeeping_every: float = 2.0  # how often zombies and lost messages are looked for
+
+    def __post_init__(self) -> None:
+        if self.window < 0:
+            raise ValueError(f"window must be 0 or more seconds, not {self.window!r}")
+
+    @property
+    def horizon(self) -> float:
+        """How far ahead of their instants cron fires are materialized, in seconds."""
+        return max(self.lookahead, self.window)
+
+
+def delivery(tr: TaskRun) -> Delivery:
+    return Delivery(tr.id, tr.attempt, tr.queue, tr.priority)
 
 
 def deliveries(task_runs: Sequence[TaskRun]) -> list[Delivery]:
-    return [Delivery(tr.id, tr.attempt, tr.queue, tr.priority) for tr in task_runs]
+    return [delivery(tr) for tr in task_runs]
+
+
+def timed_deliveries(task_runs: Sequence[TaskRun]) -> list[tuple[Delivery, datetime]]:
+    """Deliveries with the instant each task run becomes claimable, for ``publish_at``."""
+    return [(delivery(tr), tr.queued_at or tr.due_at) for tr in task_runs]
+
+
+def _unfenced() -> None:
+    return None
 
 
 class Scheduler:
@@ -45,6 +81,9 @@ class Scheduler:
 
     With ``hooks``, the task runs the reaper fails fire their ``on_failure`` / ``on_retry``
     callbacks (with an empty log tail: the output left with the worker).
+    ``fence`` gives the fence every store write carries: the leader's lease and token (it
+    raises ``Fenced`` once this process knows it is no longer leader, which ends ``run``).
+    Without it (embedded mode: one scheduler) writes carry none.
     """
 
     def __init__(
@@ -57,6 +96,7 @@ class Scheduler:
         make_id: Callable[[], str],
         config: SchedulerConfig | None = None,
         hooks: Hooks | None = None,
+        fence: Callable[[], Fence | None] = _unfenced,
     ) -> None:
         self._store = store
         self._broker = broker
@@ -65,6 +105,7 @@ class Scheduler:
         self._make_id = make_id
         self._config = config or SchedulerConfig()
         self._hooks = hooks
+        self._fence = fence
         self._wakeup = asyncio.Event()
         self._last_housekeeping: datetime | None = None
 
@@ -73,7 +114,8 @@ class Scheduler:
         self._wakeup.set()
 
     async def run(self) -> None:
-        await self.resend_queued(self._clock())
+        # Another process may have led before: hand over again all it may have queued.
+        await self.resend_queued(self._clock() + timedelta(seconds=self._config.window))
         while True:
             self._wakeup.clear()
             now = self._clock()
@@ -86,17 +128,19 @@ class Scheduler:
             pass
         while await self.dispatch_due(now) == self._config.batch:
             pass
+        while self._config.window > 0 and await self.hand_off_ahead(now) == self._config.batch:
+            pass
         if self._housekeeping_due(now):
             await self.reap_zombies(now)
             await self.resend_queued(now - timedelta(seconds=self._config.resend_after))
 
     async def materialize_due(self, now: datetime) -> int:
         """Create the runs of every cron fire due by ``now``; returns how many jobs were due."""
-        horizon = now + timedelta(seconds=self._config.lookahead)
+        horizon = now + timedelta(seconds=self._config.horizon)
         jobs = await self._store.due_cron_jobs(horizon, self._config.batch)
         if jobs:
             plans = [self._plan(job, now, horizon) for job in jobs]
-            queued = await self._store.materialize_many(plans)
+            queued = await self._store.materialize_many(plans, fence=self._fence())
             await self._broker.publish(deliveries(queued))
         return len(jobs)
 
@@ -104,8 +148,21 @@ class Scheduler:
         """Queue and publish task runs whose due time has come; returns how many were due."""
         due = await self._store.due_task_runs(now, self._config.batch)
         if due:
-            queued = await self._store.mark_queued([(tr.id, tr.attempt) for tr in due], now)
+            keys = [(tr.id, tr.attempt) for tr in due]
+            queued = await self._store.mark_queued(keys, now, fence=self._fence())
             await self._broker.publish(deliveries(queued))
+        return len(due)
+
+    async def hand_off_ahead(self, now: datetime) -> int:
+        """Queue task runs due within the window but after the next poll, and hand them to
+        the broker for delivery at their instants; returns how many were due."""
+        soon = now + timedelta(seconds=self._config.max_sleep)
+        until = now + timedelta(seconds=self._config.window)
+        due = await self._store.due_task_runs(until, self._config.batch, after=soon)
+        if due:
+            keys = [(tr.id, tr.attempt) for tr in due]
+            queued = await self._store.queue_ahead(keys, now, fence=self._fence())
+            await self._broker.publish_at(timed_deliveries(queued))
         return len(due)
 
     async def reap_zombies(self, now: datetime) -> int:
@@ -126,7 +183,7 @@ class Scheduler:
             )
             for tr in task_runs
         ]
-        done = await self._store.complete(outcomes)
+        done = await self._store.complete(outcomes, fence=self._fence())
         await self._broker.publish(deliveries(done.queued))
         if done.waiting:
             self.wake()
@@ -145,14 +202,23 @@ class Scheduler:
                 self._hooks.fire(task_run, outcome, "")
 
     async def resend_queued(self, queued_before: datetime) -> int:
-        """Re-publish queued task runs no worker claimed (a lost message, a restart)."""
+        """Re-publish queued task runs no worker claimed (a lost message, a restart); those
+        handed out ahead and not claimable yet are handed out again for their instants (a
+        broker delivers the same key once)."""
         lost = await self._store.queued_task_runs(queued_before, self._config.batch * 10)
-        await self._broker.publish(deliveries(lost))
+        now = self._clock()
+        claimable: list[TaskRun] = []
+        ahead: list[TaskRun] = []
+        for tr in lost:
+            (ahead if tr.queued_at is not None and tr.queued_at > now else claimable).append(tr)
+        await self._broker.publish(deliveries(claimable))
+        if ahead:
+            await self._broker.publish_at(timed_deliveries(ahead))
         return len(lost)
 
     def _plan(self, job: Job, now: datetime, horizon: datetime) -> Materialization:
         assert job.next_fire_at is not None  # due_cron_jobs only returns jobs with one
-        plan = plan_fires(job, horizon, max_runs=self._config.batch)
+        plan = plan_ahead(job, now, horizon, max_runs=self._config.batch)
         runs: list[NewRun] = [
             new_run(
                 job,
@@ -181,7 +247,7 @@ class Scheduler:
         next_fire, next_due = await asyncio.gather(
             self._store.next_fire_at(), self._store.next_due_at()
         )
-        ahead = timedelta(seconds=self._config.lookahead)
+        ahead = timedelta(seconds=self._config.horizon)
         candidates = [next_fire - ahead if next_fire else None, next_due]
         delay = self._config.max_sleep
         for at in candidates:

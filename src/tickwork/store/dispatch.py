@@ -19,7 +19,7 @@ from tickwork.core.model import Outcome, RunState, TaskRun, TaskRunState
 from tickwork.core.states import DISPATCHABLE, OUTCOMES, TERMINAL, derive_run_state
 from tickwork.ports import Completion, TaskKey
 from tickwork.store.common import chunked, key_in, param
-from tickwork.store.gates import admit, may_queue
+from tickwork.store.gates import admit, may_queue, ungated
 from tickwork.store.rows import task_run_from_row
 from tickwork.store.runs import refresh_runs
 from tickwork.store.schema import attempts, jobs, runs, task_runs
@@ -42,7 +42,9 @@ DISPATCH_ORDER = (
 )
 
 
-def due_task_runs(conn: Connection, until: datetime, limit: int) -> list[TaskRun]:
+def due_task_runs(
+    conn: Connection, until: datetime, limit: int, after: datetime | None = None
+) -> list[TaskRun]:
     query = (
         sa.select(task_runs)
         .where(
@@ -54,6 +56,8 @@ def due_task_runs(conn: Connection, until: datetime, limit: int) -> list[TaskRun
         .order_by(*DISPATCH_ORDER)
         .limit(limit)
     )
+    if after is not None:  # the hand-off ahead of time: only what nothing else gates
+        query = query.where(task_runs.c.due_at > after, ungated())
     return [task_run_from_row(r) for r in (conn.execute(query)).mappings()]
 
 
@@ -142,6 +146,39 @@ def _pooled(
         query = sa.select(task_runs).where(key_in(chunk), where, task_runs.c.pool.is_not(None))
         found += [task_run_from_row(r) for r in conn.execute(query).mappings()]
     return sorted(found, key=lambda tr: (-tr.priority, tr.logical_date, tr.due_at, tr.id))
+
+
+def queue_ahead(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+    """Queue task runs before they are due: ``queued_at`` is the due instant (``now`` if that
+    has passed), when a worker may first claim them. Paused jobs' task runs are left alone."""
+    _lock_jobs_of(conn, keys)
+    now_ = sa.literal(now, task_runs.c.due_at.type)
+    claimable = sa.case((task_runs.c.due_at > now_, task_runs.c.due_at), else_=now_)
+    where = sa.and_(task_runs.c.state.in_(_DISPATCHABLE), _NOT_PAUSED, ungated())
+    won = _update_returning(conn, keys, where, {"state": S.QUEUED.value, "queued_at": claimable})
+    _runs_scheduled_to_queued(conn, won)
+    return won
+
+
+def _lock_jobs_of(conn: Connection, keys: Sequence[TaskKey]) -> None:
+    """On PostgreSQL, share-lock the rows of the task runs' jobs until the hand-off commits.
+
+    Pausing, changing or deleting a job updates its row and then gives back the work handed
+    out ahead of time. With the row locked, such a change either commits first (and the
+    ``_NOT_PAUSED`` and state conditions see it) or waits, and then sees these task runs
+    queued and takes them back. Without the lock it could slip in between and miss them.
+    (SQLite runs one write transaction at a time.)
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    for chunk in chunked(keys):
+        ids = sa.select(task_runs.c.job_id).where(task_runs.c.id.in_([k[0] for k in chunk]))
+        conn.execute(
+            sa.select(jobs.c.id)
+            .where(jobs.c.id.in_(ids))
+            .order_by(jobs.c.id)
+            .with_for_update(read=True)
+        ).all()
 
 
 def _runs_scheduled_to_queued(conn: Connection, won: Sequence[TaskRun]) -> None:

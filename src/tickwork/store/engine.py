@@ -75,12 +75,14 @@ class Engines:
         return self.write.dialect.name
 
     def dispose(self) -> None:
-        self.write.dispose()
-        if self.read is not self.write:
-            self.read.dispose()
+        # Threads first: a transaction still running (its caller was cancelled) returns its
+        # connection when it ends, and a pool disposed before that would never close it.
         self.writers.shutdown(wait=True)
         if self.readers is not self.writers:
             self.readers.shutdown(wait=True)
+        self.write.dispose()
+        if self.read is not self.write:
+            self.read.dispose()
 
 
 def create_engines(url: str) -> Engines:

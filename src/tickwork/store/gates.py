@@ -81,6 +81,17 @@ def _pool_not_full() -> sa.ColumnElement[bool]:
     return sa.or_(task_runs.c.pool.is_(None), used + task_runs.c.pool_slots <= slots)
 
 
+def ungated() -> sa.ColumnElement[bool]:
+    """Task runs nothing but their due time gates: no pool, no ``depends_on_past``, and a
+    job without ``max_active_runs``. Only these may be handed to the broker ahead of time;
+    whether a gated one may go can only be judged at its instant."""
+    return sa.and_(
+        task_runs.c.pool.is_(None),
+        sa.not_(task_runs.c.depends_on_past),
+        task_runs.c.job_id.not_in(sa.select(jobs.c.id).where(jobs.c.max_active_runs.is_not(None))),
+    )
+
+
 def may_queue() -> sa.ColumnElement[bool]:
     """Due task runs that nothing but a full batch keeps from being queued."""
     return sa.and_(_pool_not_full(), _past_ok(), _max_active_ok())

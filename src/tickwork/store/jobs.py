@@ -15,7 +15,7 @@ from tickwork.core.model import Job, NewRun, ScheduleKind, Task, TaskRun, TaskRu
 from tickwork.ports import JobFilter
 from tickwork.store.common import chunked
 from tickwork.store.rows import job_from_row, job_to_row, task_from_row, task_to_row
-from tickwork.store.runs import cancel_task_runs, insert_new_runs, insert_runs
+from tickwork.store.runs import cancel_task_runs, insert_new_runs, insert_runs, refresh_runs
 from tickwork.store.schema import jobs, runs, task_runs, tasks
 
 LIVE = jobs.c.deleted_at.is_(None)
@@ -92,16 +92,20 @@ def update_job(
     reschedule: bool,
     new_runs: Sequence[NewRun],
 ) -> bool:
+    stored_kind = conn.scalar(
+        sa.select(jobs.c.schedule_kind)
+        .where(jobs.c.id == job.id, LIVE, jobs.c.updated_at == expected_updated_at)
+        .with_for_update()
+    )
+    if stored_kind is None:
+        return False
+    if stored_kind == ScheduleKind.CRON.value:
+        # Fires created ahead are not history yet: plan them again from the new definition.
+        _give_back_ahead(conn, job.id, job.updated_at, reset_next=not reschedule)
     # Without a schedule change, next_fire_at stays whatever the scheduler has made it since.
     kept = _KEPT_ON_UPDATE if reschedule else _KEPT_ON_UPDATE | {"next_fire_at"}
     row = {k: v for k, v in job_to_row(job).items() if k not in kept}
-    result = conn.execute(
-        sa.update(jobs)
-        .where(jobs.c.id == job.id, LIVE, jobs.c.updated_at == expected_updated_at)
-        .values(**row)
-    )
-    if result.rowcount == 0:
-        return False
+    conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(**row))
     conn.execute(tasks.delete().where(tasks.c.job_id == job.id))
     conn.execute(tasks.insert(), [task_to_row(job.id, i, t) for i, t in enumerate(job.tasks)])
     insert_new_runs(conn, new_runs)
@@ -149,16 +153,35 @@ def set_paused(conn: Connection, job_id: str, paused: bool, now: datetime) -> bo
         sa.update(jobs).where(jobs.c.id == job_id, LIVE).values(paused=paused, updated_at=now)
     )
     if result.rowcount and paused:
-        _unmaterialize_ahead(conn, job_id, now)
+        # A paused job runs nothing new; on resume its catch-up rule applies to the fires
+        # given back like to any other fire that came due while it was paused.
+        _give_back_ahead(conn, job_id, now, reset_next=True)
     return result.rowcount > 0
 
 
-def _unmaterialize_ahead(conn: Connection, job_id: str, now: datetime) -> None:
-    """Give cron fires the scheduler created ahead of time (not due yet) back to the schedule.
+def _give_back_ahead(conn: Connection, job_id: str, now: datetime, *, reset_next: bool) -> None:
+    """Take back the job's work the scheduler handed out before it was due.
 
-    A paused job runs nothing new; on resume its catch-up rule applies to these fires like
-    to any other fire that came due while it was paused.
+    Task runs queued ahead (``queued_at`` still to come) go back to ``scheduled``: the
+    broker may still deliver them at their instant, but that claims nothing. Cron fires
+    created ahead are deleted; with ``reset_next`` the job's next fire goes back to the
+    earliest of them, so they are planned again.
     """
+    moved = conn.execute(
+        sa.update(task_runs)
+        .where(
+            task_runs.c.job_id == job_id,
+            task_runs.c.state == TaskRunState.QUEUED.value,
+            task_runs.c.queued_at > now,
+        )
+        .values(state=TaskRunState.SCHEDULED.value, queued_at=None)
+        .returning(task_runs.c.run_id)
+    )
+    refresh_runs(conn, set(moved.scalars()), now)
+    _unmaterialize_ahead(conn, job_id, now, reset_next)
+
+
+def _unmaterialize_ahead(conn: Connection, job_id: str, now: datetime, reset_next: bool) -> None:
     ahead = conn.execute(
         sa.select(runs.c.id, runs.c.logical_date)
         .join(jobs, jobs.c.id == runs.c.job_id)
@@ -175,8 +198,9 @@ def _unmaterialize_ahead(conn: Connection, job_id: str, now: datetime) -> None:
     run_ids = [row.id for row in ahead]
     conn.execute(sa.delete(task_runs).where(task_runs.c.run_id.in_(run_ids)))
     conn.execute(sa.delete(runs).where(runs.c.id.in_(run_ids)))
-    earliest = min(row.logical_date for row in ahead)
-    conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(next_fire_at=earliest))
+    if reset_next:
+        earliest = min(row.logical_date for row in ahead)
+        conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(next_fire_at=earliest))
 
 
 def delete_job(conn: Connection, job_id: str, now: datetime) -> list[TaskRun]:
@@ -185,6 +209,7 @@ def delete_job(conn: Connection, job_id: str, now: datetime) -> list[TaskRun]:
     )
     if result.rowcount == 0:
         return []
+    _give_back_ahead(conn, job_id, now, reset_next=False)
     return cancel_task_runs(conn, task_runs.c.job_id == job_id, now)
 
 

@@ -290,6 +290,18 @@ workers = sa.Table(
     _ts("stopped_at"),
 )
 
+leases = sa.Table(
+    "leases",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("holder", sa.String(200), nullable=False),
+    # The fencing token (epoch): only ever increases, because a row is never deleted.
+    sa.Column("token", sa.BigInteger, nullable=False),
+    _ts("acquired_at", nullable=False),
+    _ts("renewed_at", nullable=False),
+    _ts("expires_at", nullable=False),
+)
+
 #: Children first, so deleting in this order never trips a foreign key.
 TABLES_CHILDREN_FIRST = (
     task_logs,
@@ -302,4 +314,5 @@ TABLES_CHILDREN_FIRST = (
     idempotency_keys,
     pools,
     workers,
+    leases,
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -19,13 +19,15 @@ from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskR
 from tickwork.ports import (
     Completion,
     DeadLetterPage,
+    Fence,
     JobFilter,
+    Lease,
     Materialization,
     RunPage,
     TaskKey,
     TimeWindow,
 )
-from tickwork.store import dispatch, jobs, logs
+from tickwork.store import dispatch, jobs, leases, logs
 from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
@@ -39,12 +41,17 @@ from tickwork.store.workers import SqlWorkerMethods
 T = TypeVar("T")
 
 
-async def open_store(url: str) -> SqlStore:
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+async def open_store(url: str, *, clock: Callable[[], datetime] = _utcnow) -> SqlStore:
     """A store on ``url`` (``sqlite:///path.db``, ``sqlite://``, ``postgresql://…``).
 
     Does not migrate: call ``await store.migrate()`` (or ``tickwork db upgrade``) first.
+    ``clock`` is what lease expiry is judged by on SQLite (PostgreSQL uses its own clock).
     """
-    return SqlStore(create_engines(url))
+    return SqlStore(create_engines(url), clock=clock)
 
 
 class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorkerMethods):
@@ -55,8 +62,9 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
     unknown run.
     """
 
-    def __init__(self, engines: Engines) -> None:
+    def __init__(self, engines: Engines, *, clock: Callable[[], datetime] = _utcnow) -> None:
         self._engines = engines
+        self._clock = clock  # lease time on SQLite; PostgreSQL judges leases by its own
 
     @property
     def dialect(self) -> str:
@@ -68,6 +76,19 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
 
     async def _read(self, work: Callable[[Connection], T]) -> T:
         return await self._run(self._engines.readers, self._engines.read, work)
+
+    def _fenced(
+        self, fence: Fence | None, work: Callable[[Connection], T]
+    ) -> Callable[[Connection], T]:
+        """``work`` after the fence check, in the same transaction; unchanged without one."""
+        if fence is None:
+            return work
+
+        def fenced(conn: Connection) -> T:
+            leases.hold_fence(conn, fence, self._clock())
+            return work(conn)
+
+        return fenced
 
     @staticmethod
     async def _run(
@@ -127,12 +148,18 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
         expected_next: datetime,
         new_next: datetime | None,
         runs: Sequence[NewRun],
+        *,
+        fence: Fence | None = None,
     ) -> list[TaskRun]:
         return await self._write(
-            lambda conn: jobs.materialize(conn, job_id, expected_next, new_next, runs)
+            self._fenced(
+                fence, lambda conn: jobs.materialize(conn, job_id, expected_next, new_next, runs)
+            )
         )
 
-    async def materialize_many(self, items: Sequence[Materialization]) -> list[TaskRun]:
+    async def materialize_many(
+        self, items: Sequence[Materialization], *, fence: Fence | None = None
+    ) -> list[TaskRun]:
         def work(conn: Connection) -> list[TaskRun]:
             # Each job's advance stays conditional; the runs of the winners go in together.
             won = [
@@ -146,7 +173,7 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
             inserted = run_queries.insert_new_runs(conn, won)
             return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]
 
-        return await self._write(work)
+        return await self._write(self._fenced(fence, work))
 
     # -- runs ------------------------------------------------------------------------------
     async def create_runs(self, runs: Sequence[NewRun]) -> None:
@@ -180,16 +207,31 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
         return await self._write(lambda conn: run_queries.retry_run(conn, run_id, now))
 
     # -- dispatch and execution ------------------------------------------------------------
-    async def due_task_runs(self, until: datetime, limit: int) -> list[TaskRun]:
-        return await self._read(lambda conn: dispatch.due_task_runs(conn, until, limit))
+    async def due_task_runs(
+        self, until: datetime, limit: int, *, after: datetime | None = None
+    ) -> list[TaskRun]:
+        return await self._read(lambda conn: dispatch.due_task_runs(conn, until, limit, after))
 
     async def next_due_at(self) -> datetime | None:
         return await self._read(dispatch.next_due_at)
 
-    async def mark_queued(self, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+    async def mark_queued(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
         if not keys:
             return []
-        return await self._write(lambda conn: dispatch.mark_queued(conn, keys, now))
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.mark_queued(conn, keys, now))
+        )
+
+    async def queue_ahead(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
+        if not keys:
+            return []
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.queue_ahead(conn, keys, now))
+        )
 
     async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
         return await self._read(lambda conn: dispatch.queued_task_runs(conn, queued_before, limit))
@@ -204,23 +246,50 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
             return set()
         return await self._write(lambda conn: dispatch.heartbeat(conn, keys, worker_id, now))
 
-    async def complete(self, outcomes: Sequence[Outcome]) -> Completion:
+    async def complete(
+        self, outcomes: Sequence[Outcome], *, fence: Fence | None = None
+    ) -> Completion:
         if not outcomes:
             return Completion(applied=[])
-        return await self._write(lambda conn: dispatch.complete(conn, outcomes))
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.complete(conn, outcomes))
+        )
 
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
         return await self._read(lambda conn: dispatch.stale_running(conn, heartbeat_before, limit))
 
-    async def requeue(self, keys: Sequence[TaskKey], now: datetime) -> int:
+    async def requeue(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> int:
         if not keys:
             return 0
-        return await self._write(lambda conn: dispatch.requeue(conn, keys, now))
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.requeue(conn, keys, now))
+        )
 
     async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:
         if not keys:
             return 0
         return await self._write(lambda conn: dispatch.release(conn, keys, worker_id, now))
+
+    # -- leases ----------------------------------------------------------------------------
+    async def acquire_lease(self, name: str, holder: str, ttl: float) -> Lease | None:
+        return await self._write(
+            lambda conn: leases.acquire(conn, name, holder, ttl, local_now=self._clock())
+        )
+
+    async def renew_lease(self, name: str, holder: str, token: int, ttl: float) -> Lease | None:
+        return await self._write(
+            lambda conn: leases.renew(conn, name, holder, token, ttl, local_now=self._clock())
+        )
+
+    async def release_lease(self, name: str, holder: str, token: int) -> bool:
+        return await self._write(
+            lambda conn: leases.release(conn, name, holder, token, local_now=self._clock())
+        )
+
+    async def get_lease(self, name: str) -> Lease | None:
+        return await self._read(lambda conn: leases.get(conn, name))
 
     # -- logs ------------------------------------------------------------------------------
     async def append_logs(self, chunks: Sequence[LogChunk]) -> None:

@@ -1,7 +1,7 @@
 """DAG workflows: trigger rules, task priorities, pools, callbacks, results, run limits.
 
 Revision ID: r0004
-Revises: r0002
+Revises: r0003
 Create Date: 2026-11-29
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "r0004"
-down_revision: str | None = "r0002"
+down_revision: str | None = "r0003"
 branch_labels: str | None = None
 depends_on: str | None = None
 
