@@ -266,6 +266,23 @@ class Store(TokenStore, IdempotencyStore, Protocol):
         policy's ``max_attempts`` raised to that attempt. Returns the task runs changed.
         """
 
+    async def get_task_run(self, task_run_id: str) -> TaskRun | None:
+        """One task run by id, as stored."""
+
+    async def cancel_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        """``cancel_run`` for one task run: at rest (pending/scheduled/queued/up_for_retry) it
+        becomes ``cancelled`` at once; running, it gets ``cancel_requested`` and is returned so
+        its worker can be told. A finished one is left as it is ([]). Refreshes the run's
+        derived state. Raises ``NotFound("task_run", ...)`` for an unknown id.
+        """
+
+    async def retry_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        """``retry_run`` for one task run: if it is failed, upstream_failed or cancelled, it
+        becomes ``scheduled`` (due ``now``, ``attempt + 1``, ``max_attempts`` raised to that
+        attempt) and is returned; in any other state nothing changes ([]). Refreshes the
+        run's derived state. Raises ``NotFound("task_run", ...)`` for an unknown id.
+        """
+
     # -- dispatch and execution --------------------------------------------------------
     async def due_task_runs(self, until: datetime, limit: int) -> list[TaskRun]:
         """Scheduled or up_for_retry task runs due at or before ``until``.

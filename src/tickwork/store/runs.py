@@ -1,4 +1,5 @@
-"""Runs: inserting, reading, listing, cancelling, retrying, and deriving run state."""
+"""Runs: inserting, reading, listing, cancelling and retrying runs or single task runs, and
+deriving run state."""
 
 from __future__ import annotations
 
@@ -215,14 +216,34 @@ def cancel_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
     return cancel_task_runs(conn, task_runs.c.run_id == run_id, now)
 
 
+def get_task_run(conn: Connection, task_run_id: str) -> TaskRun | None:
+    row = conn.execute(sa.select(task_runs).where(task_runs.c.id == task_run_id)).mappings()
+    found = row.first()
+    return None if found is None else task_run_from_row(found)
+
+
+def cancel_task_run(conn: Connection, task_run_id: str, now: datetime) -> list[TaskRun]:
+    _require_task_run(conn, task_run_id)
+    return cancel_task_runs(conn, task_runs.c.id == task_run_id, now)
+
+
+def retry_task_run(conn: Connection, task_run_id: str, now: datetime) -> list[TaskRun]:
+    _require_task_run(conn, task_run_id)
+    return retry_task_runs(conn, task_runs.c.id == task_run_id, now)
+
+
 def retry_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
     _require_run(conn, run_id)
+    return retry_task_runs(conn, task_runs.c.run_id == run_id, now)
+
+
+def retry_task_runs(
+    conn: Connection, where: sa.ColumnElement[bool], now: datetime
+) -> list[TaskRun]:
+    """Give matching failed, upstream_failed or cancelled task runs one more attempt."""
     result = conn.execute(
         sa.select(task_runs)
-        .where(
-            task_runs.c.run_id == run_id,
-            task_runs.c.state.in_([s.value for s in RETRYABLE]),
-        )
+        .where(where, task_runs.c.state.in_([s.value for s in RETRYABLE]))
         .order_by(task_runs.c.id)
         .with_for_update()
     )
@@ -230,7 +251,7 @@ def retry_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
     if not retried:
         return []
     conn.execute(_RETRY_UPDATE, [_retry_params(tr) for tr in retried])
-    refresh_runs(conn, [run_id], now)
+    refresh_runs(conn, {tr.run_id for tr in retried}, now)
     return retried
 
 
@@ -288,6 +309,12 @@ def _require_run(conn: Connection, run_id: str) -> None:
     found = conn.scalar(sa.select(runs.c.id).where(runs.c.id == run_id))
     if found is None:
         raise NotFound("run", run_id)
+
+
+def _require_task_run(conn: Connection, task_run_id: str) -> None:
+    found = conn.scalar(sa.select(task_runs.c.id).where(task_runs.c.id == task_run_id))
+    if found is None:
+        raise NotFound("task_run", task_run_id)
 
 
 # -- derived run state -----------------------------------------------------------------

@@ -48,8 +48,8 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
     Writes run in one transaction each; reads see one snapshot. Unique violations become
-    ``Conflict`` at this edge. ``cancel_run`` and ``retry_run`` raise ``NotFound`` for an
-    unknown run.
+    ``Conflict`` at this edge. ``cancel_run``, ``retry_run``, ``cancel_task_run`` and
+    ``retry_task_run`` raise ``NotFound`` for an unknown run or task run.
     """
 
     def __init__(self, engines: Engines) -> None:
@@ -175,6 +175,15 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
 
     async def retry_run(self, run_id: str, now: datetime) -> list[TaskRun]:
         return await self._write(lambda conn: run_queries.retry_run(conn, run_id, now))
+
+    async def get_task_run(self, task_run_id: str) -> TaskRun | None:
+        return await self._read(lambda conn: run_queries.get_task_run(conn, task_run_id))
+
+    async def cancel_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        return await self._write(lambda conn: run_queries.cancel_task_run(conn, task_run_id, now))
+
+    async def retry_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        return await self._write(lambda conn: run_queries.retry_task_run(conn, task_run_id, now))
 
     # -- dispatch and execution ------------------------------------------------------------
     async def due_task_runs(self, until: datetime, limit: int) -> list[TaskRun]:
