@@ -29,7 +29,7 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     400: {"model": ErrorRead, "description": "A body that cannot be read (not UTF-8, say)."},
     401: {"model": ErrorRead, "description": "No bearer token, or an unknown or revoked one."},
     403: {"model": ErrorRead, "description": "The token's scope is too small."},
-    404: {"model": ErrorRead, "description": "No such job or run."},
+    404: {"model": ErrorRead, "description": "No such job, run or task run."},
     409: {"model": ErrorRead, "description": "Conflicts with stored state."},
     413: {"model": ErrorRead, "description": "The request body is over the size limit."},
     422: {"model": ErrorRead, "description": "Invalid input; `field` names it."},

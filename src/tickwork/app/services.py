@@ -31,6 +31,7 @@ from tickwork.core.model import (
 )
 from tickwork.core.runs import new_run
 from tickwork.core.schedule import first_fire, upcoming, validate_schedule
+from tickwork.core.states import RETRYABLE, TERMINAL
 from tickwork.core.validate import validate_job
 from tickwork.ids import new_id
 from tickwork.ports import (
@@ -312,6 +313,31 @@ class Services:
         self._wake()
         return await self.get_run(run_id)
 
+    async def cancel_task_run(self, task_run_id: str) -> RunDetail:
+        """Cancel one task of a run: at rest it stops at once, running it is killed by its
+        worker (told through its heartbeat). Returns the task run's run, state refreshed."""
+        task_run = await self._task_run(task_run_id)
+        if task_run.state in TERMINAL:
+            raise Conflict(
+                "task_run", f"task run {task_run_id} has already finished ({task_run.state})"
+            )
+        await self.store.cancel_task_run(task_run_id, self._clock())
+        return await self.get_run(task_run.run_id)
+
+    async def retry_task_run(self, task_run_id: str) -> RunDetail:
+        """Give one failed, upstream-failed or cancelled task run one more attempt, due now."""
+        task_run = await self._task_run(task_run_id)
+        if task_run.state not in RETRYABLE:
+            accepted = ", ".join(sorted(RETRYABLE))
+            raise Conflict(
+                "task_run",
+                f"task run {task_run_id} is {task_run.state}; only {accepted} can be retried",
+            )
+        # Conditional in the store: had it changed meanwhile (retried already), nothing moves.
+        if await self.store.retry_task_run(task_run_id, self._clock()):
+            self._wake()
+        return await self.get_run(task_run.run_id)
+
     async def logs(
         self, run_id: str, *, task: str | None = None, after_seq: int = -1, limit: int = 1000
     ) -> LogPage:
@@ -427,6 +453,12 @@ class Services:
             if tr.state is TaskRunState.QUEUED
         ]
         await self.broker.publish(deliveries)
+
+    async def _task_run(self, task_run_id: str) -> TaskRun:
+        task_run = await self.store.get_task_run(task_run_id)
+        if task_run is None:
+            raise NotFound("task_run", task_run_id)
+        return task_run
 
     async def _set_paused(self, name: str, paused: bool) -> Job:
         job = await self.get_job(name)

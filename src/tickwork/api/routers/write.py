@@ -1,4 +1,5 @@
-"""The write side: create, delete, trigger, pause and resume jobs; cancel and retry runs.
+"""The write side: create, delete, trigger, pause and resume jobs; cancel and retry runs
+and single task runs.
 
 Each route parses its schema, calls one service and maps the result to a response schema.
 """
@@ -118,3 +119,18 @@ async def cancel_run(run_id: str, services: ServicesDep) -> RunDetailRead:
 async def retry_run(run_id: str, services: ServicesDep) -> RunDetailRead:
     """Replay a run's dead-lettered (failed), upstream-failed or cancelled tasks."""
     return RunDetailRead.of(await services.retry_run(run_id))
+
+
+@router.post("/task-runs/{task_run_id}/cancel")
+async def cancel_task_run(task_run_id: str, services: ServicesDep) -> RunDetailRead:
+    """Cancel one task of a run and return the run. A task at rest is cancelled at once; a
+    running one is killed by its worker within about a second. A finished task is a 409."""
+    return RunDetailRead.of(await services.cancel_task_run(task_run_id))
+
+
+@router.post("/task-runs/{task_run_id}/retry")
+async def retry_task_run(task_run_id: str, services: ServicesDep) -> RunDetailRead:
+    """Replay one dead-lettered (failed), upstream-failed or cancelled task and return the run.
+
+    It is scheduled at once with one more attempt. A task in any other state is a 409."""
+    return RunDetailRead.of(await services.retry_task_run(task_run_id))
