@@ -512,6 +512,16 @@ class _Operations:
         return Call("POST", f"/runs/{_seg(run_id)}/retry")
 
     @operation
+    def cancel_task_run(task_run_id: str) -> Call[RunDetail]:
+        """Cancel one task of a run (a running one is killed by its worker); returns the run."""
+        return Call("POST", f"/task-runs/{_seg(task_run_id)}/cancel")
+
+    @operation
+    def retry_task_run(task_run_id: str) -> Call[RunDetail]:
+        """Replay one failed, upstream-failed or cancelled task of a run; returns the run."""
+        return Call("POST", f"/task-runs/{_seg(task_run_id)}/retry")
+
+    @operation
     def logs(
         run_id: str, *, task: str | None = None, after_seq: int = -1, limit: int = 1000
     ) -> Call[Logs]:
