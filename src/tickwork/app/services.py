@@ -8,23 +8,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from tickwork.app.job_changes import changed_job, with_params
+from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (
     Job,
-    LogChunk,
     NewRun,
-    RetryPolicy,
     RunDetail,
     RunState,
     RunTrigger,
     Schedule,
     ScheduleKind,
-    Task,
     TaskKind,
     TaskRun,
     TaskRunState,
@@ -45,10 +43,6 @@ from tickwork.ports import (
 )
 from tickwork.security.ssrf import TargetRefused
 
-#: Run states after which nothing more happens to a run (until a manual retry).
-FINISHED_RUN_STATES: frozenset[RunState] = frozenset(
-    {RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED}
-)
 #: What ``list_runs(state=...)`` accepts: a run state, or ``dead`` for dead-lettered runs.
 RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
 
@@ -56,45 +50,6 @@ RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
 def utc_now() -> datetime:
     """The wall clock, in UTC (the default clock of the services)."""
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class JobSpec:
-    """What a user asks for when creating a job: a Job without identity or bookkeeping."""
-
-    name: str
-    schedule: Schedule
-    tasks: tuple[Task, ...]
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    timeout: float | None = None
-    queue: str = "default"
-    priority: int = 0
-    catchup: bool = False
-    tags: tuple[str, ...] = ()
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class JobPage:
-    """A page of jobs ordered by name; pass ``next_after`` back to get the next page."""
-
-    jobs: list[Job]
-    next_after: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class LogPage:
-    """Log chunks of one task run after an offset, and where to continue from."""
-
-    run_id: str
-    task_run_id: str
-    chunks: list[LogChunk]
-    next_after_seq: int
-    run_state: RunState
-
-    @property
-    def finished(self) -> bool:
-        return self.run_state in FINISHED_RUN_STATES
 
 
 class Services:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from tickwork.api.schemas.instant import IsoInstant
-from tickwork.app.services import JobSpec
+from tickwork.app.records import JobSpec
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
 
