@@ -10,7 +10,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
@@ -37,6 +37,7 @@ from tickwork.ports import (
     DeadLetterPage,
     Delivery,
     JobFilter,
+    KeyReceipt,
     RunPage,
     Store,
     TimeWindow,
@@ -45,6 +46,12 @@ from tickwork.security.ssrf import TargetRefused
 
 #: What ``list_runs(state=...)`` accepts: a run state, or ``dead`` for dead-lettered runs.
 RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
+
+
+_R = TypeVar("_R")
+#: Renders the response of a write from what it is about to write, as the ``KeyReceipt`` of
+#: its ``Idempotency-Key``; the store records it in the write's transaction (the API's).
+Receipt: TypeAlias = Callable[[_R], KeyReceipt]
 
 
 def utc_now() -> datetime:
@@ -81,24 +88,35 @@ class Services:
 
     # -- jobs ------------------------------------------------------------------------------
 
-    async def create_job(self, spec: JobSpec, *, allow_past: bool = False) -> Job:
+    async def create_job(
+        self, spec: JobSpec, *, allow_past: bool = False, receipt: Receipt[Job] | None = None
+    ) -> Job:
         """Validate and store one job with its first run (``now`` / ``at``) or next fire."""
-        return (await self.create_jobs([spec], allow_past=allow_past))[0]
+        of_batch = None if receipt is None else lambda jobs: receipt(jobs[0])
+        return (await self.create_jobs([spec], allow_past=allow_past, receipt=of_batch))[0]
 
-    async def create_jobs(self, specs: Sequence[JobSpec], *, allow_past: bool = False) -> list[Job]:
+    async def create_jobs(
+        self,
+        specs: Sequence[JobSpec],
+        *,
+        allow_past: bool = False,
+        receipt: Receipt[list[Job]] | None = None,
+    ) -> list[Job]:
         """Create many jobs in one store transaction: all of them, or none.
 
         Errors name the item (``jobs[3].schedule.cron``) when more than one job is given.
+        ``receipt``: see ``Receipt``.
         """
         now = self._clock()
         items = [
             self._plan_job(spec, i, len(specs), now, allow_past) for i, spec in enumerate(specs)
         ]
-        _refuse_duplicate_names([job for job, _ in items], len(specs))
-        await self.check_targets([job for job, _ in items])
-        await self.store.create_jobs(items)
+        jobs = [job for job, _ in items]
+        _refuse_duplicate_names(jobs, len(specs))
+        await self.check_targets(jobs)
+        await self.store.create_jobs(items, None if receipt is None else receipt(jobs))
         await self._after_create([run for _, runs in items for run in runs])
-        return [job for job, _ in items]
+        return jobs
 
     async def get_job(self, name: str) -> Job:
         """The live job called ``name``; ``NotFound`` otherwise."""
@@ -162,18 +180,21 @@ class Services:
         name: str,
         logical_date: datetime | None = None,
         params: Mapping[str, Any] | None = None,
+        *,
+        receipt: Receipt[RunDetail] | None = None,
     ) -> RunDetail:
         """Run a job by hand now, for ``logical_date`` (default: now). Queued at once.
 
         ``params`` reach python tasks as keyword arguments and shell tasks as JSON in
         ``TICKWORK_PARAMS`` (see ``with_params``). A second run for the same logical date is
-        a ``Conflict``.
+        a ``Conflict``. ``receipt`` (see ``Receipt``) is given the run as created.
         """
         job = with_params(await self.get_job(name), params)
         now = self._clock()
         _require_aware(logical_date, "logical_date")
         nr = self._queued_run(job, logical_date or now, RunTrigger.MANUAL, now)
-        await self.store.create_runs([nr])
+        created = RunDetail(run=nr.run, task_runs=nr.task_runs, attempts=())
+        await self.store.create_runs([nr], None if receipt is None else receipt(created))
         await self._publish(nr.task_runs)
         return await self.get_run(nr.run.id)
 

@@ -19,6 +19,7 @@ from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskR
 from tickwork.ports import (
     DeadLetterPage,
     JobFilter,
+    KeyReceipt,
     Materialization,
     RunPage,
     TaskKey,
@@ -28,7 +29,7 @@ from tickwork.store import dispatch, jobs, logs
 from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
-from tickwork.store.idempotency import SqlIdempotencyMethods
+from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
 from tickwork.store.migrate import upgrade_head_on
 from tickwork.store.schema import TABLES_CHILDREN_FIRST
 from tickwork.store.tokens import SqlTokenMethods
@@ -84,8 +85,10 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
         await self._write(_truncate)
 
     # -- jobs ------------------------------------------------------------------------------
-    async def create_jobs(self, items: Sequence[tuple[Job, Sequence[NewRun]]]) -> None:
-        await self._write(lambda conn: jobs.create_jobs(conn, items))
+    async def create_jobs(
+        self, items: Sequence[tuple[Job, Sequence[NewRun]]], receipt: KeyReceipt | None = None
+    ) -> None:
+        await self._write(keyed(receipt, lambda conn: jobs.create_jobs(conn, items)))
 
     async def get_job(self, name: str) -> Job | None:
         return await self._read(lambda conn: jobs.get_job(conn, name))
@@ -146,8 +149,8 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods):
         return await self._write(work)
 
     # -- runs ------------------------------------------------------------------------------
-    async def create_runs(self, runs: Sequence[NewRun]) -> None:
-        await self._write(lambda conn: run_queries.insert_runs(conn, runs))
+    async def create_runs(self, runs: Sequence[NewRun], receipt: KeyReceipt | None = None) -> None:
+        await self._write(keyed(receipt, lambda conn: run_queries.insert_runs(conn, runs)))
 
     async def get_run(self, run_id: str) -> RunDetail | None:
         return await self._read(lambda conn: run_queries.get_run(conn, run_id))
