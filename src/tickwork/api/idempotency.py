@@ -28,6 +28,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.routing import APIRoute
 
 from tickwork.api.auth import Security, authenticate, bearer_of, security_of
+from tickwork.api.text import NUL, NUL_MESSAGE
 from tickwork.app.services import Receipt
 from tickwork.core.errors import Conflict, ValidationError
 from tickwork.ports import IdempotencyRecord, KeyReceipt, KeyTaken
@@ -122,6 +123,8 @@ class IdempotentRoute(APIRoute):
 async def _once(request: Request, key: str, status: int, handler: Handler) -> Response:
     if not 1 <= len(key) <= MAX_KEY_LENGTH:
         raise ValidationError(HEADER, f"must be 1 to {MAX_KEY_LENGTH} characters")
+    if NUL in key:
+        raise ValidationError(HEADER, NUL_MESSAGE)
     token = await authenticate(request, bearer_of(request))
     security = security_of(request)
     digest = await _request_hash(request)

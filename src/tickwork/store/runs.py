@@ -184,7 +184,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         logical_date = datetime.fromisoformat(iso)
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise ValidationError("cursor", "is not a cursor returned by a previous page") from None
-    if logical_date.tzinfo is None:
+    if logical_date.tzinfo is None or "\x00" in run_id:  # PostgreSQL refuses NUL in text
         raise ValidationError("cursor", "is not a cursor returned by a previous page")
     return logical_date, run_id
 
