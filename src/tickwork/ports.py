@@ -91,11 +91,41 @@ class ApiToken:
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyRecord:
-    """A remembered ``Idempotency-Key``. ``status`` is None while its request is in flight."""
+    """A remembered ``Idempotency-Key``: the hash of its request and the response stored.
+
+    ``status`` and ``body`` are None only in a row that an older tickwork claimed before its
+    write ran (it claimed keys in a transaction of their own); such a row stays until it
+    expires.
+    """
 
     request_hash: str
     status: int | None
     body: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyReceipt:
+    """An ``Idempotency-Key`` and the response of the write it guards, recorded by that
+    write's own transaction: the key is kept if and only if the write commits."""
+
+    token_id: str
+    key: str
+    request_hash: str
+    status: int
+    body: str
+    created_at: datetime
+    expires_at: datetime
+
+
+class KeyTaken(Exception):
+    """A write carried a ``KeyReceipt`` whose key a live record holds: nothing was written.
+
+    ``held`` is that record, to replay (same request) or to refuse (another request).
+    """
+
+    def __init__(self, held: IdempotencyRecord) -> None:
+        super().__init__("the idempotency key is recorded already")
+        self.held = held
 
 
 class TokenStore(Protocol):
@@ -118,19 +148,15 @@ class TokenStore(Protocol):
 
 
 class IdempotencyStore(Protocol):
-    """``Idempotency-Key`` records, per token. The (token, key) pair is the lock."""
+    """``Idempotency-Key`` records, per token. The (token, key) pair is the lock.
 
-    async def claim_key(
-        self, token_id: str, key: str, request_hash: str, now: datetime, expires_at: datetime
-    ) -> IdempotencyRecord | None:
-        """Insert the key as in flight and return None; or return the live record that holds
-        it already (an expired one is replaced). Atomic: of two concurrent claims, one wins."""
+    Keys are written only by the writes they guard (``Store.create_jobs`` and
+    ``Store.create_runs`` take a ``KeyReceipt``), in the same transaction; here they are read
+    and purged.
+    """
 
-    async def finish_key(self, token_id: str, key: str, status: int, body: str) -> None:
-        """Store the response of the request that claimed the key."""
-
-    async def release_key(self, token_id: str, key: str) -> None:
-        """Forget an in-flight key whose request failed (it changed nothing)."""
+    async def get_key(self, token_id: str, key: str, now: datetime) -> IdempotencyRecord | None:
+        """The record of this key if it has not expired at ``now``."""
 
     async def purge_keys(self, now: datetime) -> int:
         """Delete keys that expired at or before ``now``; returns how many."""
@@ -302,11 +328,16 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry,
     async def close(self) -> None: ...
 
     # -- jobs --------------------------------------------------------------------------
-    async def create_jobs(self, items: Sequence[tuple[Job, Sequence[NewRun]]]) -> None:
+    async def create_jobs(
+        self, items: Sequence[tuple[Job, Sequence[NewRun]]], receipt: KeyReceipt | None = None
+    ) -> None:
         """Insert jobs, their tasks and their first runs in one transaction.
 
         Raises ``Conflict("name", ...)`` if a live job already has one of the names; then
-        nothing is written.
+        nothing is written. With ``receipt``, its key and response are recorded first in the
+        same transaction (an expired record of the key is replaced); if a live record holds
+        the key, raises ``KeyTaken`` and writes nothing. Of concurrent writes with one key,
+        exactly one commits.
         """
 
     async def get_job(self, name: str) -> Job | None:
@@ -384,11 +415,11 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry,
         """
 
     # -- runs --------------------------------------------------------------------------
-    async def create_runs(self, runs: Sequence[NewRun]) -> None:
+    async def create_runs(self, runs: Sequence[NewRun], receipt: KeyReceipt | None = None) -> None:
         """Insert runs with their task runs (a manual trigger).
 
         Raises ``Conflict("logical_date", ...)`` if the job already has a run for one of the
-        logical dates; then nothing is written.
+        logical dates; then nothing is written. ``receipt``: as for ``create_jobs``.
         """
 
     async def get_run(self, run_id: str) -> RunDetail | None: ...
@@ -426,6 +457,23 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry,
 
         Each becomes ``scheduled`` with ``due_at = now``, ``attempt + 1``, and its retry
         policy's ``max_attempts`` raised to that attempt. Returns the task runs changed.
+        """
+
+    async def get_task_run(self, task_run_id: str) -> TaskRun | None:
+        """One task run by id, as stored."""
+
+    async def cancel_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        """``cancel_run`` for one task run: at rest (pending/scheduled/queued/up_for_retry) it
+        becomes ``cancelled`` at once; running, it gets ``cancel_requested`` and is returned so
+        its worker can be told. A finished one is left as it is ([]). Refreshes the run's
+        derived state. Raises ``NotFound("task_run", ...)`` for an unknown id.
+        """
+
+    async def retry_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        """``retry_run`` for one task run: if it is failed, upstream_failed or cancelled, it
+        becomes ``scheduled`` (due ``now``, ``attempt + 1``, ``max_attempts`` raised to that
+        attempt) and is returned; in any other state nothing changes ([]). Refreshes the
+        run's derived state. Raises ``NotFound("task_run", ...)`` for an unknown id.
         """
 
     # -- dispatch and execution --------------------------------------------------------

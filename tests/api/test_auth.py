@@ -45,6 +45,8 @@ RULES: dict[tuple[str, str], Scope] = {
     ("POST", "/api/v1/jobs/{name}/resume"): Scope.WRITE,
     ("POST", "/api/v1/runs/{run_id}/cancel"): Scope.WRITE,
     ("POST", "/api/v1/runs/{run_id}/retry"): Scope.WRITE,
+    ("POST", "/api/v1/task-runs/{task_run_id}/cancel"): Scope.WRITE,
+    ("POST", "/api/v1/task-runs/{task_run_id}/retry"): Scope.WRITE,
     ("POST", "/api/v1/tokens"): Scope.ADMIN,
     ("GET", "/api/v1/tokens"): Scope.ADMIN,
     ("DELETE", "/api/v1/tokens/{token}"): Scope.ADMIN,

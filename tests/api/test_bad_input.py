@@ -143,3 +143,61 @@ async def test_bad_query_parameters_name_the_parameter(api: httpx2.AsyncClient) 
     assert (r.status_code, error_of(r)["field"]) == (422, "limit")
     r = await api.get(f"{API}/runs", params={"state": "sleepy"})
     assert (r.status_code, error_of(r)["field"]) == (422, "state")
+
+
+NUL = "\x00"
+NUL_PARAMETERS: dict[str, tuple[str, str, dict[str, Any], str]] = {
+    "job name in the path": ("GET", f"{API}/jobs/a%00", {}, "name"),
+    "run id in the path": ("POST", f"{API}/runs/a%00/cancel", {}, "run_id"),
+    "task-run id in the path": ("POST", f"{API}/task-runs/a%00/retry", {}, "task_run_id"),
+    "token in the path": ("DELETE", f"{API}/tokens/a%00", {}, "token"),
+    "list filter": ("GET", f"{API}/jobs", {"params": {"tag": NUL}}, "tag"),
+    "list bound": ("GET", f"{API}/jobs", {"params": {"after": NUL}}, "after"),
+    "runs filter": ("GET", f"{API}/runs", {"params": {"job": f"a{NUL}"}}, "job"),
+    "job field": ("POST", f"{API}/jobs", {"json": now_job("j", queue=NUL)}, "queue"),
+    "task field": (
+        "POST", f"{API}/jobs", {"json": _with(now_job("j"), "task.argv", [NUL])}, "task.argv[0]",
+    ),
+    "tag": ("POST", f"{API}/jobs", {"json": now_job("j", tags=["a", NUL])}, "tags[1]"),
+    "key of a map": (
+        "POST", f"{API}/jobs", {"json": _with(now_job("j"), "task.env", {NUL: "x"})}, "task.env",
+    ),
+    "idempotency key": (
+        "POST", f"{API}/jobs", {"json": now_job("j"), "headers": {"Idempotency-Key": NUL}},
+        "Idempotency-Key",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", NUL_PARAMETERS.values(), ids=NUL_PARAMETERS.keys())
+async def test_a_nul_character_anywhere_is_a_422_on_every_backend(
+    api: httpx2.AsyncClient, case: tuple[str, str, dict[str, Any], str]
+) -> None:
+    # PostgreSQL cannot hold NUL in text: without the check these were 500s there.
+    method, url, options, field = case
+    r = await api.request(method, url, **options)
+    assert r.status_code == 422, r.text
+    error = error_of(r)
+    assert error["field"] == field, error
+    assert error["message"] == "must not contain the NUL character (U+0000)"
+    assert (await api.get(f"{API}/jobs")).json()["jobs"] == []
+
+
+async def test_free_form_json_may_hold_a_nul_and_reads_back_the_same(
+    api: httpx2.AsyncClient,
+) -> None:
+    # metadata, kwargs, params and an http body are stored as JSON, where NUL is escaped.
+    task = {"kind": "python", "target": "tests.fixtures.tasks:noop", "kwargs": {"k": NUL}}
+    body = now_job("j", metadata={f"a{NUL}": [NUL]}, task=task)
+    created = await api.post(f"{API}/jobs", json=body)
+    assert created.status_code == 201, created.text
+    job = (await api.get(f"{API}/jobs/j")).json()
+    assert (job["metadata"], job["tasks"][0]["config"]["kwargs"]) == (
+        {f"a{NUL}": [NUL]},
+        {"k": NUL},
+    )
+    run = await api.post(
+        f"{API}/jobs/j/trigger", json={"logical_date": "2026-05-01T00:00:00Z", "params": {"p": NUL}}
+    )
+    assert run.status_code == 201, run.text
+    assert run.json()["task_runs"][0]["config"]["kwargs"] == {"k": NUL, "p": NUL}

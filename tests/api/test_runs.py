@@ -175,6 +175,8 @@ async def test_openapi_documents_every_endpoint_and_the_job_schema(
         "/api/v1/runs/{run_id}/cancel",
         "/api/v1/runs/{run_id}/retry",
         "/api/v1/runs/{run_id}/logs",
+        "/api/v1/task-runs/{task_run_id}/cancel",
+        "/api/v1/task-runs/{task_run_id}/retry",
         "/api/v1/schedule/preview",
     ]:
         assert path in paths, path

@@ -47,6 +47,27 @@ def test_run_cancel_then_retry(cli: Cli) -> None:
     assert line.startswith("error: run: ")
 
 
+def test_run_cancel_and_retry_one_task_with_task(cli: Cli) -> None:
+    cli.ok("job", "add", "a", "--now", "--", "true")
+    run_id = _only_run(cli)["id"]
+    said = cli.ok("run", "cancel", run_id, "--task", "main").stdout
+    assert said.strip() == f"cancel requested for task main of run {run_id} (cancelled, attempt 1)"
+    retried = json.loads(cli.ok("run", "retry", run_id, "--task", "main", "-o", "json").stdout)
+    assert (retried["id"], retried["task_runs"][0]["state"]) == (run_id, "scheduled")
+    line = error_line(cli("run", "retry", run_id, "--task", "main"))
+    assert line.startswith("error: task_run: task run ")
+    assert line.endswith(" is scheduled; only cancelled, failed, upstream_failed can be retried")
+
+
+def test_run_cancel_of_an_unknown_task_names_the_tasks(cli: Cli) -> None:
+    cli.ok("job", "add", "a", "--now", "--", "true")
+    run_id = _only_run(cli)["id"]
+    line = error_line(cli("run", "cancel", run_id, "--task", "other"))
+    assert line == "error: task: name one of the run's tasks: main"
+    assert json.loads(cli.ok("run", "show", run_id, "-o", "json").stdout)["state"] == "queued"
+    assert error_line(cli("run", "retry", "nope", "--task", "main")) == "error: no run 'nope'"
+
+
 def test_run_show_of_an_unknown_id_is_an_error_line(cli: Cli) -> None:
     assert error_line(cli("run", "show", "nope")) == "error: no run 'nope'"
 

@@ -8,6 +8,7 @@ from tests.contract.factory import T0, at, key, make_job, make_run, outcome, she
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import Job, Run, RunState, TaskRunState
 from tickwork.store import SqlStore
+from tickwork.store.runs import encode_cursor
 
 
 async def _job(store: SqlStore, name: str = "job", tasks: int = 1) -> Job:
@@ -190,3 +191,13 @@ async def test_list_runs_last_page_has_no_cursor(store: SqlStore) -> None:
     second = await store.list_runs(limit=2, cursor=first.next_cursor)
     assert len(second.runs) == 2
     assert second.next_cursor is None
+
+
+async def test_a_cursor_holding_a_nul_is_refused_not_sent_to_the_database(
+    store: SqlStore,
+) -> None:
+    forged = encode_cursor(T0, "run\x00")  # PostgreSQL would fail on it: a 500, not a 422
+    for page in (store.list_runs, store.dead_letters):
+        with pytest.raises(ValidationError) as caught:
+            await page(cursor=forged)
+        assert caught.value.field == "cursor"

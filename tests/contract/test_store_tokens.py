@@ -1,9 +1,6 @@
-"""Tokens and idempotency keys in the SQL store (SQLite and PostgreSQL)."""
+"""Tokens in the SQL store (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
-
-import asyncio
-from datetime import timedelta
 
 import pytest
 
@@ -28,22 +25,3 @@ async def test_live_names_are_unique_and_revoked_names_free_again(store: SqlStor
     assert await store.revoke_token("ci", NOW) is None
     await store.create_token(_token("a3", "ci"))
     assert [t.id for t in await store.list_tokens()] == ["a1", "a3"]
-
-
-async def test_concurrent_claims_of_one_key_have_one_winner(store: SqlStore) -> None:
-    later = NOW + timedelta(hours=1)
-    claims = await asyncio.gather(*(store.claim_key("t", "k", "h", NOW, later) for _ in range(10)))
-    assert claims.count(None) == 1
-    await store.finish_key("t", "k", 201, "{}")
-    held = await store.claim_key("t", "k", "h", NOW, later)
-    assert held is not None and (held.status, held.body) == (201, "{}")
-
-
-async def test_expired_keys_are_replaced_and_purged(store: SqlStore) -> None:
-    await store.claim_key("t", "k", "h1", NOW, NOW + timedelta(seconds=1))
-    await store.claim_key("t", "old", "h", NOW, NOW + timedelta(seconds=1))
-    after = NOW + timedelta(seconds=2)
-    assert await store.claim_key("t", "k", "h2", after, after + timedelta(hours=1)) is None
-    assert await store.purge_keys(after) == 1
-    await store.release_key("t", "k")
-    assert await store.claim_key("t", "k", "h3", after, after + timedelta(hours=1)) is None

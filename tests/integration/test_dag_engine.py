@@ -344,3 +344,28 @@ async def test_depends_on_past_waits_for_the_previous_run_to_succeed(
 
     assert states(await finish(engine, second)) == {"step": S.SUCCESS}
     assert [e["marker_exists"] for e in read_ledger(ledger)] == [True, False, False]
+
+
+async def test_retrying_one_failed_task_reopens_the_tasks_it_failed(
+    engine: Embedded, tmp_path: Path
+) -> None:
+    ledger, marker = tmp_path / "ledger", tmp_path / "marker"
+    marker.touch()
+    job = dag(
+        "retry-one",
+        task("a", "flaky", ledger=str(ledger), marker=str(marker)),
+        task("b", "mark", "a", ledger=str(ledger), label="b"),
+        task("c", "mark", "b", ledger=str(ledger), label="c"),
+    )
+    (nr,) = await submit(engine, job)
+    d = await finish(engine, nr)
+    assert states(d) == {"a": S.FAILED, "b": S.UPSTREAM_FAILED, "c": S.UPSTREAM_FAILED}
+
+    marker.unlink()
+    a = next(tr for tr in d.task_runs if tr.task_name == "a")
+    await engine.store.retry_task_run(a.id, now())
+    engine.scheduler.wake()
+
+    d = await finish(engine, nr)
+    assert states(d) == {"a": S.SUCCESS, "b": S.SUCCESS, "c": S.SUCCESS}
+    assert [e["task"] for e in read_ledger(ledger)] == ["flaky", "flaky", "b", "c"]

@@ -15,7 +15,8 @@ import pytest
 
 from tests.fixtures.brokers import ClockedBroker
 from tests.helpers import FakeClock, eventually, shell_task, utc
-from tickwork.app.services import JobSpec, Services
+from tickwork.app.records import JobSpec
+from tickwork.app.services import Services
 from tickwork.core.model import RunState, Schedule, ScheduleKind, TaskRun, TaskRunState
 from tickwork.ids import new_id
 from tickwork.ports import Delivery, Store

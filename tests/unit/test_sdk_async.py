@@ -63,6 +63,18 @@ async def test_async_client_runs_and_logs(client: AsyncClient) -> None:
     assert (await client.dead_letters())["task_runs"] == []
 
 
+async def test_async_client_cancels_and_retries_one_task_run(client: AsyncClient) -> None:
+    await client.create_job({"name": "etl", "schedule": {"kind": "now"}, "task": NOOP})  # type: ignore[typeddict-item]
+    [run] = (await client.list_runs(job="etl"))["runs"]
+    task_run_id = (await client.get_run(run["id"]))["task_runs"][0]["id"]
+    assert (await client.cancel_task_run(task_run_id))["task_runs"][0]["state"] == "cancelled"
+    with pytest.raises(ApiError) as finished:
+        await client.cancel_task_run(task_run_id)
+    assert (finished.value.status, finished.value.field) == (409, "task_run")
+    retried = await client.retry_task_run(task_run_id)
+    assert (retried["id"], retried["task_runs"][0]["attempt"]) == (run["id"], 2)
+
+
 async def test_async_client_tokens(client: AsyncClient) -> None:
     made = await client.create_token("reader", "read")
     assert made["secret"].startswith("tw_")

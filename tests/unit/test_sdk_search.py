@@ -1,4 +1,5 @@
-"""The SDK's search, update, trigger-params and dead-letter calls, against the real app."""
+"""The SDK's search, update, trigger-params, dead-letter and task-run calls, against the
+real app."""
 
 from __future__ import annotations
 
@@ -50,3 +51,20 @@ def test_sdk_filters_updates_and_triggers_with_params(client: Client) -> None:
     )
     assert [r["id"] for r in window["runs"]] == [run["id"]]
     assert client.dead_letters()["task_runs"] == []
+
+
+def test_sdk_cancels_and_retries_one_task_run(client: Client) -> None:
+    task = {"kind": "python", "target": "tests.fixtures.tasks:noop"}
+    client.create_job({"name": "once", "schedule": {"kind": "now"}, "task": task})  # type: ignore[typeddict-item]
+    [run] = client.list_runs(job="once")["runs"]
+    task_run_id = client.get_run(run["id"])["task_runs"][0]["id"]
+    with pytest.raises(ApiError) as queued:
+        client.retry_task_run(task_run_id)
+    assert (queued.value.status, queued.value.field) == (409, "task_run")
+    assert "is queued" in queued.value.message
+    cancelled = client.cancel_task_run(task_run_id)
+    assert (cancelled["id"], cancelled["state"]) == (run["id"], "cancelled")
+    assert client.retry_task_run(task_run_id)["task_runs"][0]["state"] == "scheduled"
+    with pytest.raises(ApiError) as unknown:
+        client.cancel_task_run("nope")
+    assert (unknown.value.status, unknown.value.field) == (404, "task_run")

@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from tests.helpers import FakeClock, Wakes, utc
-from tickwork.app.services import JobSpec, Services
+from tickwork.app.records import JobSpec
+from tickwork.app.services import Services
 from tickwork.broker.memory import MemoryBroker
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from tickwork import __version__
 from tickwork.api.auth import Security, install_auth, requires
-from tickwork.api.deps import SingleQueryValues
+from tickwork.api.deps import CheckedParameters
 from tickwork.api.errors import install_error_handlers
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from tickwork.api.routers import health, read, tokens, write
 from tickwork.api.schemas import ErrorRead
+from tickwork.api.text import mark_parameters
 from tickwork.app.services import Services
 from tickwork.ports import Scope
 
@@ -29,7 +30,7 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     400: {"model": ErrorRead, "description": "A body that cannot be read (not UTF-8, say)."},
     401: {"model": ErrorRead, "description": "No bearer token, or an unknown or revoked one."},
     403: {"model": ErrorRead, "description": "The token's scope is too small."},
-    404: {"model": ErrorRead, "description": "No such job or run."},
+    404: {"model": ErrorRead, "description": "No such job, run or task run."},
     409: {"model": ErrorRead, "description": "Conflicts with stored state."},
     413: {"model": ErrorRead, "description": "The request body is over the size limit."},
     422: {"model": ErrorRead, "description": "Invalid input; `field` names it."},
@@ -72,25 +73,38 @@ def create_app(
             write.router,
             prefix=API_PREFIX,
             responses=_ERRORS,
-            dependencies=[requires(Scope.WRITE), SingleQueryValues],
+            dependencies=[requires(Scope.WRITE), CheckedParameters],
         )
     if role in ("read", "all"):
         app.include_router(
             read.router,
             prefix=API_PREFIX,
             responses=_ERRORS,
-            dependencies=[requires(Scope.READ), SingleQueryValues],
+            dependencies=[requires(Scope.READ), CheckedParameters],
         )
     if role in ("write", "all"):
         app.include_router(
             tokens.router,
             prefix=API_PREFIX,
             responses=_ERRORS,
-            dependencies=[requires(Scope.ADMIN), SingleQueryValues],
+            dependencies=[requires(Scope.ADMIN), CheckedParameters],
         )
     app.include_router(health.router)
+    _publish_text_rule(app)
     install_error_handlers(app)
     install_auth(app, security or Security.over(services))
     # Outermost: an oversize body is refused before auth, parsing or any write.
     app.add_middleware(BodyLimit, max_bytes=max_body)
     return app
+
+
+def _publish_text_rule(app: FastAPI) -> None:
+    """Let the OpenAPI document say that no parameter may hold NUL (``text``)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = mark_parameters(build())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

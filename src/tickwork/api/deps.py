@@ -1,4 +1,5 @@
-"""Request dependencies: the services of the app, and the shared ``Annotated`` aliases."""
+"""Request dependencies: the services of the app, the checks every parameter gets, and the
+shared ``Annotated`` aliases."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 
+from tickwork.api.text import NUL, NUL_MESSAGE
 from tickwork.app.services import Services
 
 
@@ -19,18 +21,28 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def single_query_values(request: Request) -> None:
-    """Refuse a query parameter given more than once (none of the API's takes a list).
+def checked_parameters(request: Request) -> None:
+    """Refuse a query parameter given more than once (none of the API's takes a list), and a
+    NUL character in any path or query parameter (see ``text``).
 
     Otherwise ``?paused=nonsense&paused=true`` would be read as ``paused=true``.
     """
+    errors: list[dict[str, object]] = []
     seen: set[str] = set()
-    for key, _ in request.query_params.multi_items():
+    for key, value in request.query_params.multi_items():
         if key in seen:
-            error = {"type": "repeated", "loc": ("query", key), "msg": "given more than once"}
-            raise RequestValidationError([error])
+            errors.append(
+                {"type": "repeated", "loc": ("query", key), "msg": "given more than once"}
+            )
+        elif NUL in key or NUL in value:
+            errors.append({"type": "nul_character", "loc": ("query", key), "msg": NUL_MESSAGE})
         seen.add(key)
+    for key, value in request.path_params.items():
+        if isinstance(value, str) and NUL in value:
+            errors.append({"type": "nul_character", "loc": ("path", key), "msg": NUL_MESSAGE})
+    if errors:
+        raise RequestValidationError(errors)
 
 
 #: Added after the auth dependency on every API router.
-SingleQueryValues = Depends(single_query_values)
+CheckedParameters = Depends(checked_parameters)

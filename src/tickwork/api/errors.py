@@ -133,6 +133,8 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 def _item(error: Any) -> ErrorItem:
     loc: tuple[str | int, ...] = tuple(error.get("loc", ()))
+    if loc[-1:] == ("[key]",):  # a bad key of a map: name the map, not the key itself
+        loc = loc[:-2]
     field = dotted(loc)
     if error.get("type") in _TAG_ERRORS:
         field = f"{field}.kind" if field else "kind"

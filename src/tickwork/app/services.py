@@ -8,29 +8,28 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from tickwork.app.job_changes import changed_job, with_params
+from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (
     Job,
-    LogChunk,
     NewRun,
-    RetryPolicy,
     RunDetail,
     RunState,
     RunTrigger,
     Schedule,
     ScheduleKind,
-    Task,
     TaskKind,
     TaskRun,
     TaskRunState,
 )
 from tickwork.core.runs import new_run
 from tickwork.core.schedule import first_fire, upcoming, validate_schedule
+from tickwork.core.states import RETRYABLE, TERMINAL
 from tickwork.core.validate import validate_job
 from tickwork.ids import new_id
 from tickwork.ports import (
@@ -39,62 +38,26 @@ from tickwork.ports import (
     DeadLetterPage,
     Delivery,
     JobFilter,
+    KeyReceipt,
     RunPage,
     Store,
     TimeWindow,
 )
 from tickwork.security.ssrf import TargetRefused
 
-#: Run states after which nothing more happens to a run (until a manual retry).
-FINISHED_RUN_STATES: frozenset[RunState] = frozenset(
-    {RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED}
-)
 #: What ``list_runs(state=...)`` accepts: a run state, or ``dead`` for dead-lettered runs.
 RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
+
+
+_R = TypeVar("_R")
+#: Renders the response of a write from what it is about to write, as the ``KeyReceipt`` of
+#: its ``Idempotency-Key``; the store records it in the write's transaction (the API's).
+Receipt: TypeAlias = Callable[[_R], KeyReceipt]
 
 
 def utc_now() -> datetime:
     """The wall clock, in UTC (the default clock of the services)."""
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class JobSpec:
-    """What a user asks for when creating a job: a Job without identity or bookkeeping."""
-
-    name: str
-    schedule: Schedule
-    tasks: tuple[Task, ...]
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    timeout: float | None = None
-    queue: str = "default"
-    priority: int = 0
-    catchup: bool = False
-    tags: tuple[str, ...] = ()
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class JobPage:
-    """A page of jobs ordered by name; pass ``next_after`` back to get the next page."""
-
-    jobs: list[Job]
-    next_after: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class LogPage:
-    """Log chunks of one task run after an offset, and where to continue from."""
-
-    run_id: str
-    task_run_id: str
-    chunks: list[LogChunk]
-    next_after_seq: int
-    run_state: RunState
-
-    @property
-    def finished(self) -> bool:
-        return self.run_state in FINISHED_RUN_STATES
 
 
 class Services:
@@ -130,24 +93,35 @@ class Services:
 
     # -- jobs ------------------------------------------------------------------------------
 
-    async def create_job(self, spec: JobSpec, *, allow_past: bool = False) -> Job:
+    async def create_job(
+        self, spec: JobSpec, *, allow_past: bool = False, receipt: Receipt[Job] | None = None
+    ) -> Job:
         """Validate and store one job with its first run (``now`` / ``at``) or next fire."""
-        return (await self.create_jobs([spec], allow_past=allow_past))[0]
+        of_batch = None if receipt is None else lambda jobs: receipt(jobs[0])
+        return (await self.create_jobs([spec], allow_past=allow_past, receipt=of_batch))[0]
 
-    async def create_jobs(self, specs: Sequence[JobSpec], *, allow_past: bool = False) -> list[Job]:
+    async def create_jobs(
+        self,
+        specs: Sequence[JobSpec],
+        *,
+        allow_past: bool = False,
+        receipt: Receipt[list[Job]] | None = None,
+    ) -> list[Job]:
         """Create many jobs in one store transaction: all of them, or none.
 
         Errors name the item (``jobs[3].schedule.cron``) when more than one job is given.
+        ``receipt``: see ``Receipt``.
         """
         now = self._clock()
         items = [
             self._plan_job(spec, i, len(specs), now, allow_past) for i, spec in enumerate(specs)
         ]
-        _refuse_duplicate_names([job for job, _ in items], len(specs))
-        await self.check_targets([job for job, _ in items])
-        await self.store.create_jobs(items)
+        jobs = [job for job, _ in items]
+        _refuse_duplicate_names(jobs, len(specs))
+        await self.check_targets(jobs)
+        await self.store.create_jobs(items, None if receipt is None else receipt(jobs))
         await self._after_create([run for _, runs in items for run in runs])
-        return [job for job, _ in items]
+        return jobs
 
     async def get_job(self, name: str) -> Job:
         """The live job called ``name``; ``NotFound`` otherwise."""
@@ -211,18 +185,21 @@ class Services:
         name: str,
         logical_date: datetime | None = None,
         params: Mapping[str, Any] | None = None,
+        *,
+        receipt: Receipt[RunDetail] | None = None,
     ) -> RunDetail:
         """Run a job by hand now, for ``logical_date`` (default: now). Queued at once.
 
         ``params`` reach python tasks as keyword arguments and shell tasks as JSON in
         ``TICKWORK_PARAMS`` (see ``with_params``). A second run for the same logical date is
-        a ``Conflict``.
+        a ``Conflict``. ``receipt`` (see ``Receipt``) is given the run as created.
         """
         job = with_params(await self.get_job(name), params)
         now = self._clock()
         _require_aware(logical_date, "logical_date")
         nr = self._queued_run(job, logical_date or now, RunTrigger.MANUAL, now)
-        await self.store.create_runs([nr])
+        created = RunDetail(run=nr.run, task_runs=nr.task_runs, attempts=())
+        await self.store.create_runs([nr], None if receipt is None else receipt(created))
         await self._publish(nr.task_runs)
         return await self.get_run(nr.run.id)
 
@@ -317,6 +294,34 @@ class Services:
             )
         self._wake()
         return await self.get_run(run_id)
+
+    async def cancel_task_run(self, task_run_id: str) -> RunDetail:
+        """Cancel one task of a run: at rest it stops at once, running it is killed by its
+        worker (told through the cancel signals, the heartbeat as a fallback). Tasks below it
+        whose trigger rule can no longer hold become upstream_failed. Returns the task run's
+        run, state refreshed."""
+        task_run = await self._task_run(task_run_id)
+        if task_run.state in TERMINAL:
+            raise Conflict(
+                "task_run", f"task run {task_run_id} has already finished ({task_run.state})"
+            )
+        await self._tell_workers(await self.store.cancel_task_run(task_run_id, self._clock()))
+        self._wake()  # a downstream with all_done / one_failed may have become ready
+        return await self.get_run(task_run.run_id)
+
+    async def retry_task_run(self, task_run_id: str) -> RunDetail:
+        """Give one failed, upstream-failed or cancelled task run one more attempt, due now."""
+        task_run = await self._task_run(task_run_id)
+        if task_run.state not in RETRYABLE:
+            accepted = ", ".join(sorted(RETRYABLE))
+            raise Conflict(
+                "task_run",
+                f"task run {task_run_id} is {task_run.state}; only {accepted} can be retried",
+            )
+        # Conditional in the store: had it changed meanwhile (retried already), nothing moves.
+        if await self.store.retry_task_run(task_run_id, self._clock()):
+            self._wake()
+        return await self.get_run(task_run.run_id)
 
     async def logs(
         self, run_id: str, *, task: str | None = None, after_seq: int = -1, limit: int = 1000
@@ -438,6 +443,12 @@ class Services:
             if tr.state is TaskRunState.QUEUED
         ]
         await self.broker.publish(deliveries)
+
+    async def _task_run(self, task_run_id: str) -> TaskRun:
+        task_run = await self.store.get_task_run(task_run_id)
+        if task_run is None:
+            raise NotFound("task_run", task_run_id)
+        return task_run
 
     async def _set_paused(self, name: str, paused: bool) -> Job:
         job = await self.get_job(name)

@@ -31,7 +31,10 @@ TOUCH_EVERY = timedelta(minutes=1)
 BOOTSTRAP_FILE = "admin.token"
 BOOTSTRAP_NAME = "admin"
 _TOKEN = re.compile(r"^tw_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+#: What a token name may be (also published in the OpenAPI document). Checked with
+#: ``fullmatch``: a Python ``$`` alone would let a trailing newline through.
+TOKEN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+_NAME = re.compile(TOKEN_NAME_PATTERN)
 _CACHE_LIMIT = 10_000
 
 
@@ -70,7 +73,7 @@ class TokenService:
 
     async def create(self, name: str, scope: Scope) -> IssuedToken:
         """A new token; ``Conflict`` if a live token has the name."""
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise ValidationError("name", "1-100 letters, digits, '.', '_' or '-'")
         token_id, secret = new_secret()
         token = ApiToken(token_id, name, scope, hash_secret(secret), self._clock())

@@ -1,4 +1,5 @@
-"""``tickwork run ...``: list, show, logs (``--follow``), cancel and retry runs."""
+"""``tickwork run ...``: list, show, logs (``--follow``), cancel and retry runs (or one task
+of a run, ``--task NAME``)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ from tickwork.cli.common import (
     connect,
 )
 from tickwork.cli.output import emit, print_fields, print_json, print_table, when
-from tickwork.sdk import Client, LogChunk, RunDetail
+from tickwork.core.errors import ValidationError
+from tickwork.sdk import Client, LogChunk, RunDetail, TaskRunInfo
 
 app = typer.Typer(help="Inspect and control runs.", no_args_is_help=True)
 
 RunArg = Annotated[str, typer.Argument(help="The run's id.")]
+TaskOption = Annotated[
+    str | None, typer.Option("--task", help="Only this task of the run (its name).")
+]
 POLL_INTERVAL = 0.5  # seconds between log polls with --follow
 
 
@@ -86,26 +91,52 @@ def logs(
 def cancel(
     ctx: typer.Context,
     run_id: RunArg,
+    task: TaskOption = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,
 ) -> None:
-    """Cancel a run; running tasks are killed within about a second."""
+    """Cancel a run, or one task of it; running tasks are killed within about a second."""
     with connect(ctx, url) as client:
-        run = client.cancel_run(run_id)
-    emit(output, run, f"cancel requested for run {run['id']} ({run['state']})")
+        if task is None:
+            run = client.cancel_run(run_id)
+        else:
+            run = client.cancel_task_run(_task_run(client, run_id, task)["id"])
+    emit(output, run, f"cancel requested for {_what(run, task)}")
 
 
 @app.command("retry")
 def retry(
     ctx: typer.Context,
     run_id: RunArg,
+    task: TaskOption = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,
 ) -> None:
-    """Re-run a run's dead-lettered (failed) or cancelled tasks."""
+    """Re-run a run's dead-lettered (failed), upstream-failed or cancelled tasks, or one of
+    them."""
     with connect(ctx, url) as client:
-        run = client.retry_run(run_id)
-    emit(output, run, f"retrying run {run['id']} ({run['state']})")
+        if task is None:
+            run = client.retry_run(run_id)
+        else:
+            run = client.retry_task_run(_task_run(client, run_id, task)["id"])
+    emit(output, run, f"retrying {_what(run, task)}")
+
+
+def _task_run(client: Client, run_id: str, task: str) -> TaskRunInfo:
+    task_runs = client.get_run(run_id)["task_runs"]
+    for task_run in task_runs:
+        if task_run["task_name"] == task:
+            return task_run
+    names = ", ".join(tr["task_name"] for tr in task_runs)
+    raise ValidationError("task", f"name one of the run's tasks: {names}")
+
+
+def _what(run: RunDetail, task: str | None) -> str:
+    """``run ID (state)``, or ``task NAME of run ID (state, attempt N)``."""
+    if task is None:
+        return f"run {run['id']} ({run['state']})"
+    task_run = next(tr for tr in run["task_runs"] if tr["task_name"] == task)
+    return f"task {task} of run {run['id']} ({task_run['state']}, attempt {task_run['attempt']})"
 
 
 def _print_logs(client: Client, run_id: str, task: str | None, follow: bool) -> None:

@@ -11,14 +11,16 @@ import random
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO
 
 import httpx2
 import uvicorn
+from fastapi import FastAPI
 
 from tickwork.api.app import create_app
+from tickwork.api.auth import Security
 from tickwork.app.services import Services
 from tickwork.app.settings import EmbeddedSettings
 from tickwork.app.tokens import TokenService
@@ -150,6 +152,12 @@ def wire(
     return Embedded(store, broker, scheduler, pool, services, runners, hooks, cancels)
 
 
+def api_app(rt: Embedded, settings: EmbeddedSettings) -> FastAPI:
+    """The HTTP API over the runtime's services; idempotency keys live ``idempotency_ttl``."""
+    ttl = timedelta(seconds=settings.idempotency_ttl)
+    return create_app(rt.services, security=Security.over(rt.services, idempotency_ttl=ttl))
+
+
 def _wake_if_needed(scheduler: Scheduler, outcomes: Sequence[Outcome], done: Completion) -> None:
     """The scheduler must look again when a retry is due later (to sleep until then), when
     downstream tasks became ready that it admits, or when pool slots came free."""
@@ -195,7 +203,7 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
     if orphans:
         log.warning("recovered %d task run(s) left running by a previous process", orphans)
     config = uvicorn.Config(
-        create_app(rt.services),
+        api_app(rt, settings),
         host=settings.host,
         port=settings.port,
         log_level="warning",

@@ -1,4 +1,9 @@
-"""``Idempotency-Key`` records. The primary key (token, key) is the lock between requests."""
+"""``Idempotency-Key`` records. The primary key (token, key) is the lock between requests.
+
+A key is recorded by the transaction of the write it guards (``record_key``, called first in
+that transaction), together with the write's response. So a key is never kept for a write
+that did not commit, and a committed write always has its key and response.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tickwork.ports import IdempotencyRecord
+from tickwork.ports import IdempotencyRecord, KeyReceipt, KeyTaken
 from tickwork.store.common import insert_ignoring_duplicates
 from tickwork.store.schema import idempotency_keys as keys
 
@@ -17,69 +22,71 @@ T = TypeVar("T")
 
 
 class SqlIdempotencyMethods:
-    """The ``IdempotencyStore`` port of ``SqlStore``: each method is one transaction."""
+    """The ``IdempotencyStore`` port of ``SqlStore``: reading and purging keys."""
 
     if TYPE_CHECKING:
 
+        async def _read(self, work: Callable[[Connection], T]) -> T: ...
         async def _write(self, work: Callable[[Connection], T]) -> T: ...
 
-    async def claim_key(
-        self, token_id: str, key: str, request_hash: str, now: datetime, expires_at: datetime
-    ) -> IdempotencyRecord | None:
-        return await self._write(
-            lambda conn: claim_key(
-                conn, token_id, key=key, request_hash=request_hash, now=now, expires_at=expires_at
-            )
-        )
-
-    async def finish_key(self, token_id: str, key: str, status: int, body: str) -> None:
-        await self._write(lambda conn: finish_key(conn, token_id, key, status, body))
-
-    async def release_key(self, token_id: str, key: str) -> None:
-        await self._write(lambda conn: release_key(conn, token_id, key))
+    async def get_key(self, token_id: str, key: str, now: datetime) -> IdempotencyRecord | None:
+        return await self._read(lambda conn: get_key(conn, token_id, key, now))
 
     async def purge_keys(self, now: datetime) -> int:
         return await self._write(lambda conn: purge_keys(conn, now))
 
 
-def _this(token_id: str, key: str) -> sa.ColumnElement[bool]:
-    return sa.and_(keys.c.token_id == token_id, keys.c.key == key)
+def keyed(receipt: KeyReceipt | None, work: Callable[[Connection], T]) -> Callable[[Connection], T]:
+    """``work`` preceded, in its transaction, by recording ``receipt`` (if there is one)."""
+    if receipt is None:
+        return work
+
+    def record_then_work(conn: Connection) -> T:
+        record_key(conn, receipt)
+        return work(conn)
+
+    return record_then_work
 
 
-def claim_key(
-    conn: Connection,
-    token_id: str,
-    *,
-    key: str,
-    request_hash: str,
-    now: datetime,
-    expires_at: datetime,
-) -> IdempotencyRecord | None:
-    # An expired key is free again. On PostgreSQL a concurrent claim waits on the row lock
-    # of this delete or on the unique index, then sees the winner's row: never two winners.
-    conn.execute(keys.delete().where(_this(token_id, key), keys.c.expires_at <= now))
+def record_key(conn: Connection, receipt: KeyReceipt) -> None:
+    """Insert the key with its response, or raise ``KeyTaken`` if a live record holds it.
+
+    Raising rolls the caller's transaction back, so the write it guards never happens. On
+    PostgreSQL a concurrent insert of the same key waits on the primary key until the first
+    transaction ends, then sees its row (or inserts, if that one rolled back); SQLite runs
+    one write transaction at a time. Either way, of two writes with one key one commits.
+    """
+    expired = sa.and_(_this(receipt.token_id, receipt.key), keys.c.expires_at <= receipt.created_at)
+    conn.execute(keys.delete().where(expired))
     row = {
-        "token_id": token_id,
-        "key": key,
-        "request_hash": request_hash,
-        "created_at": now,
-        "expires_at": expires_at,
+        "token_id": receipt.token_id,
+        "key": receipt.key,
+        "request_hash": receipt.request_hash,
+        "status": receipt.status,
+        "response": receipt.body,
+        "created_at": receipt.created_at,
+        "expires_at": receipt.expires_at,
     }
     stmt = insert_ignoring_duplicates(conn, keys, ["token_id", "key"]).values(**row)
-    if conn.execute(stmt.returning(keys.c.key)).first() is not None:
+    if conn.execute(stmt.returning(keys.c.key)).first() is None:
+        query = sa.select(keys.c.request_hash, keys.c.status, keys.c.response)
+        held = conn.execute(query.where(_this(receipt.token_id, receipt.key))).one()
+        raise KeyTaken(IdempotencyRecord(request_hash=held[0], status=held[1], body=held[2]))
+
+
+def get_key(conn: Connection, token_id: str, key: str, now: datetime) -> IdempotencyRecord | None:
+    query = sa.select(keys.c.request_hash, keys.c.status, keys.c.response).where(
+        _this(token_id, key), keys.c.expires_at > now
+    )
+    found = conn.execute(query).first()
+    if found is None:
         return None
-    query = sa.select(keys.c.request_hash, keys.c.status, keys.c.response)
-    held = conn.execute(query.where(_this(token_id, key))).one()
-    return IdempotencyRecord(request_hash=held[0], status=held[1], body=held[2])
-
-
-def finish_key(conn: Connection, token_id: str, key: str, status: int, body: str) -> None:
-    conn.execute(keys.update().where(_this(token_id, key)).values(status=status, response=body))
-
-
-def release_key(conn: Connection, token_id: str, key: str) -> None:
-    conn.execute(keys.delete().where(_this(token_id, key), keys.c.status.is_(None)))
+    return IdempotencyRecord(request_hash=found[0], status=found[1], body=found[2])
 
 
 def purge_keys(conn: Connection, now: datetime) -> int:
     return conn.execute(keys.delete().where(keys.c.expires_at <= now)).rowcount
+
+
+def _this(token_id: str, key: str) -> sa.ColumnElement[bool]:
+    return sa.and_(keys.c.token_id == token_id, keys.c.key == key)

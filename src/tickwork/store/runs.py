@@ -1,4 +1,5 @@
-"""Runs: inserting, reading, listing, cancelling, retrying, and deriving run state."""
+"""Runs: inserting, reading, listing, cancelling and retrying runs or single task runs, and
+deriving run state."""
 
 from __future__ import annotations
 
@@ -184,7 +185,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         logical_date = datetime.fromisoformat(iso)
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise ValidationError("cursor", "is not a cursor returned by a previous page") from None
-    if logical_date.tzinfo is None:
+    if logical_date.tzinfo is None or "\x00" in run_id:  # PostgreSQL refuses NUL in text
         raise ValidationError("cursor", "is not a cursor returned by a previous page")
     return logical_date, run_id
 
@@ -216,14 +217,65 @@ def cancel_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
     return cancel_task_runs(conn, task_runs.c.run_id == run_id, now)
 
 
+def get_task_run(conn: Connection, task_run_id: str) -> TaskRun | None:
+    row = conn.execute(sa.select(task_runs).where(task_runs.c.id == task_run_id)).mappings()
+    found = row.first()
+    return None if found is None else task_run_from_row(found)
+
+
+def cancel_task_run(conn: Connection, task_run_id: str, now: datetime) -> list[TaskRun]:
+    _require_task_run(conn, task_run_id)
+    return cancel_task_runs(conn, task_runs.c.id == task_run_id, now)
+
+
+def retry_task_run(conn: Connection, task_run_id: str, now: datetime) -> list[TaskRun]:
+    """One more attempt for one task run; in a DAG, the tasks below it that were marked
+    ``upstream_failed`` because of it wait (``pending``) for the trigger rules again."""
+    _require_task_run(conn, task_run_id)
+    retried = retry_task_runs(conn, task_runs.c.id == task_run_id, now)
+    if retried:
+        _reopen_downstream(conn, retried[0], now)
+    return retried
+
+
+def _reopen_downstream(conn: Connection, retried: TaskRun, now: datetime) -> None:
+    rows = conn.execute(
+        sa.select(task_runs.c.id, task_runs.c.task_name, task_runs.c.upstream, task_runs.c.state)
+        .where(task_runs.c.run_id == retried.run_id)
+        .with_for_update()
+    ).all()
+    below: set[str] = set()
+    frontier = {retried.task_name}
+    while frontier:
+        frontier = {r.task_name for r in rows if frontier & set(r.upstream)} - below
+        below |= frontier
+    reopen = [
+        r.id for r in rows if r.task_name in below and r.state == TaskRunState.UPSTREAM_FAILED.value
+    ]
+    if reopen:
+        conn.execute(
+            sa.update(task_runs)
+            .where(
+                task_runs.c.id.in_(reopen),
+                task_runs.c.state == TaskRunState.UPSTREAM_FAILED.value,
+            )
+            .values(state=TaskRunState.PENDING.value, finished_at=None)
+        )
+        refresh_runs(conn, [retried.run_id], now)
+
+
 def retry_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
     _require_run(conn, run_id)
+    return retry_task_runs(conn, task_runs.c.run_id == run_id, now)
+
+
+def retry_task_runs(
+    conn: Connection, where: sa.ColumnElement[bool], now: datetime
+) -> list[TaskRun]:
+    """Give matching failed, upstream_failed or cancelled task runs one more attempt."""
     result = conn.execute(
         sa.select(task_runs)
-        .where(
-            task_runs.c.run_id == run_id,
-            task_runs.c.state.in_([s.value for s in RETRYABLE]),
-        )
+        .where(where, task_runs.c.state.in_([s.value for s in RETRYABLE]))
         .order_by(task_runs.c.id)
         .with_for_update()
     )
@@ -231,7 +283,7 @@ def retry_run(conn: Connection, run_id: str, now: datetime) -> list[TaskRun]:
     if not retried:
         return []
     conn.execute(_RETRY_UPDATE, [_retry_params(tr) for tr in retried])
-    refresh_runs(conn, [run_id], now)
+    refresh_runs(conn, {tr.run_id for tr in retried}, now)
     return retried
 
 
@@ -294,6 +346,12 @@ def _require_run(conn: Connection, run_id: str) -> None:
     found = conn.scalar(sa.select(runs.c.id).where(runs.c.id == run_id))
     if found is None:
         raise NotFound("run", run_id)
+
+
+def _require_task_run(conn: Connection, task_run_id: str) -> None:
+    found = conn.scalar(sa.select(task_runs.c.id).where(task_runs.c.id == task_run_id))
+    if found is None:
+        raise NotFound("task_run", task_run_id)
 
 
 # -- derived run state -----------------------------------------------------------------

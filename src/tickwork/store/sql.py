@@ -21,6 +21,7 @@ from tickwork.ports import (
     DeadLetterPage,
     Fence,
     JobFilter,
+    KeyReceipt,
     Lease,
     Materialization,
     RunPage,
@@ -31,7 +32,7 @@ from tickwork.store import dispatch, jobs, leases, logs
 from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
-from tickwork.store.idempotency import SqlIdempotencyMethods
+from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
 from tickwork.store.migrate import upgrade_head_on
 from tickwork.store.pools import SqlPoolMethods
 from tickwork.store.schema import TABLES_CHILDREN_FIRST
@@ -58,8 +59,8 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
     Writes run in one transaction each; reads see one snapshot. Unique violations become
-    ``Conflict`` at this edge. ``cancel_run`` and ``retry_run`` raise ``NotFound`` for an
-    unknown run.
+    ``Conflict`` at this edge. ``cancel_run``, ``retry_run``, ``cancel_task_run`` and
+    ``retry_task_run`` raise ``NotFound`` for an unknown run or task run.
     """
 
     def __init__(self, engines: Engines, *, clock: Callable[[], datetime] = _utcnow) -> None:
@@ -108,8 +109,10 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
         await self._write(_truncate)
 
     # -- jobs ------------------------------------------------------------------------------
-    async def create_jobs(self, items: Sequence[tuple[Job, Sequence[NewRun]]]) -> None:
-        await self._write(lambda conn: jobs.create_jobs(conn, items))
+    async def create_jobs(
+        self, items: Sequence[tuple[Job, Sequence[NewRun]]], receipt: KeyReceipt | None = None
+    ) -> None:
+        await self._write(keyed(receipt, lambda conn: jobs.create_jobs(conn, items)))
 
     async def get_job(self, name: str) -> Job | None:
         return await self._read(lambda conn: jobs.get_job(conn, name))
@@ -176,8 +179,8 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
         return await self._write(self._fenced(fence, work))
 
     # -- runs ------------------------------------------------------------------------------
-    async def create_runs(self, runs: Sequence[NewRun]) -> None:
-        await self._write(lambda conn: run_queries.insert_runs(conn, runs))
+    async def create_runs(self, runs: Sequence[NewRun], receipt: KeyReceipt | None = None) -> None:
+        await self._write(keyed(receipt, lambda conn: run_queries.insert_runs(conn, runs)))
 
     async def get_run(self, run_id: str) -> RunDetail | None:
         return await self._read(lambda conn: run_queries.get_run(conn, run_id))
@@ -205,6 +208,15 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
 
     async def retry_run(self, run_id: str, now: datetime) -> list[TaskRun]:
         return await self._write(lambda conn: run_queries.retry_run(conn, run_id, now))
+
+    async def get_task_run(self, task_run_id: str) -> TaskRun | None:
+        return await self._read(lambda conn: run_queries.get_task_run(conn, task_run_id))
+
+    async def cancel_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        return await self._write(lambda conn: run_queries.cancel_task_run(conn, task_run_id, now))
+
+    async def retry_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        return await self._write(lambda conn: run_queries.retry_task_run(conn, task_run_id, now))
 
     # -- dispatch and execution ------------------------------------------------------------
     async def due_task_runs(

@@ -76,7 +76,12 @@ async def list_runs(
     services: ServicesDep,
     job: Annotated[str | None, Query(description="A job name.")] = None,
     state: Annotated[
-        str | None, Query(description=f"One of: {', '.join(RUN_STATE_FILTERS)}.")
+        str | None,
+        Query(
+            description="A run state, or `dead`: runs holding a dead-lettered task.",
+            # Documented here, checked by the service (its message lists the states).
+            json_schema_extra={"enum": list(RUN_STATE_FILTERS)},
+        ),
     ] = None,
     logical_from: Instant = None,
     logical_to: Instant = None,

@@ -1,4 +1,5 @@
-"""The write side: create, delete, trigger, pause and resume jobs; cancel and retry runs.
+"""The write side: create, delete, trigger, pause and resume jobs; cancel and retry runs
+and single task runs.
 
 Each route parses its schema, calls one service and maps the result to a response schema.
 """
@@ -11,7 +12,7 @@ from fastapi import APIRouter, Body, Query, status
 
 from tickwork.api.auth import TokenDep, require_task_scope
 from tickwork.api.deps import ServicesDep
-from tickwork.api.idempotency import IdempotentRoute
+from tickwork.api.idempotency import IdempotencyKeyDep, IdempotentRoute, receipt_of
 from tickwork.api.schemas import (
     JobBatchCreate,
     JobCreate,
@@ -21,6 +22,7 @@ from tickwork.api.schemas import (
 )
 from tickwork.api.schemas.create import user_errors
 from tickwork.api.schemas.update import JobUpdate
+from tickwork.core.model import Job
 
 router = APIRouter(tags=["write"], route_class=IdempotentRoute)
 
@@ -31,7 +33,11 @@ AllowPast = Annotated[
 
 @router.post("/jobs", status_code=status.HTTP_201_CREATED)
 async def create_job(
-    body: JobCreate, services: ServicesDep, token: TokenDep, allow_past: AllowPast = False
+    body: JobCreate,
+    services: ServicesDep,
+    token: TokenDep,
+    key: IdempotencyKeyDep,
+    allow_past: AllowPast = False,
 ) -> JobRead:
     """Create a job. A `now` job is queued at once; an `at` job waits for its instant.
 
@@ -39,13 +45,18 @@ async def create_job(
     with user_errors([body]):
         spec = body.to_spec()
         require_task_scope(token, (t.kind for t in spec.tasks))
-        job = await services.create_job(spec, allow_past=allow_past)
+        receipt = receipt_of(key, JobRead.model_validate)
+        job = await services.create_job(spec, allow_past=allow_past, receipt=receipt)
     return JobRead.model_validate(job)
 
 
 @router.post("/jobs/batch", status_code=status.HTTP_201_CREATED)
 async def create_jobs(
-    body: JobBatchCreate, services: ServicesDep, token: TokenDep, allow_past: AllowPast = False
+    body: JobBatchCreate,
+    services: ServicesDep,
+    token: TokenDep,
+    key: IdempotencyKeyDep,
+    allow_past: AllowPast = False,
 ) -> list[JobRead]:
     """Create up to 1000 jobs in one transaction: all of them, or none.
 
@@ -53,8 +64,9 @@ async def create_jobs(
     with user_errors(body.jobs):
         specs = [job.to_spec() for job in body.jobs]
         require_task_scope(token, (t.kind for spec in specs for t in spec.tasks))
-        jobs = await services.create_jobs(specs, allow_past=allow_past)
-    return [JobRead.model_validate(j) for j in jobs]
+        receipt = receipt_of(key, _job_reads)
+        jobs = await services.create_jobs(specs, allow_past=allow_past, receipt=receipt)
+    return _job_reads(jobs)
 
 
 @router.patch("/jobs/{name}")
@@ -88,12 +100,17 @@ async def delete_job(name: str, services: ServicesDep) -> None:
 
 @router.post("/jobs/{name}/trigger", status_code=status.HTTP_201_CREATED)
 async def trigger_job(
-    name: str, services: ServicesDep, body: Annotated[TriggerIn | None, Body()] = None
+    name: str,
+    services: ServicesDep,
+    key: IdempotencyKeyDep,
+    body: Annotated[TriggerIn | None, Body()] = None,
 ) -> RunDetailRead:
     """Run a job now, by hand, with optional `params`. A second run for the same logical date
     is refused (409)."""
     body = body or TriggerIn()
-    return RunDetailRead.of(await services.trigger(name, body.logical_date, body.params))
+    receipt = receipt_of(key, RunDetailRead.of)
+    run = await services.trigger(name, body.logical_date, body.params, receipt=receipt)
+    return RunDetailRead.of(run)
 
 
 @router.post("/jobs/{name}/pause")
@@ -118,3 +135,22 @@ async def cancel_run(run_id: str, services: ServicesDep) -> RunDetailRead:
 async def retry_run(run_id: str, services: ServicesDep) -> RunDetailRead:
     """Replay a run's dead-lettered (failed), upstream-failed or cancelled tasks."""
     return RunDetailRead.of(await services.retry_run(run_id))
+
+
+@router.post("/task-runs/{task_run_id}/cancel")
+async def cancel_task_run(task_run_id: str, services: ServicesDep) -> RunDetailRead:
+    """Cancel one task of a run and return the run. A task at rest is cancelled at once; a
+    running one is killed by its worker within about a second. A finished task is a 409."""
+    return RunDetailRead.of(await services.cancel_task_run(task_run_id))
+
+
+@router.post("/task-runs/{task_run_id}/retry")
+async def retry_task_run(task_run_id: str, services: ServicesDep) -> RunDetailRead:
+    """Replay one dead-lettered (failed), upstream-failed or cancelled task and return the run.
+
+    It is scheduled at once with one more attempt. A task in any other state is a 409."""
+    return RunDetailRead.of(await services.retry_task_run(task_run_id))
+
+
+def _job_reads(jobs: list[Job]) -> list[JobRead]:
+    return [JobRead.model_validate(job) for job in jobs]

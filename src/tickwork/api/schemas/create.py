@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from tickwork.api.schemas.instant import IsoInstant
-from tickwork.app.services import JobSpec
+from tickwork.api.text import Text, TextMap
+from tickwork.app.records import JobSpec
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
 
@@ -36,10 +37,10 @@ class ScheduleIn(_Input):
 
     kind: Literal["now", "at", "cron"] = Field(description="`now`, `at` or `cron`.")
     at: IsoInstant | None = Field(None, description="For `at`: the instant, with an offset.")
-    cron: str | None = Field(
+    cron: Text | None = Field(
         None, description="For `cron`: a 5-field expression.", examples=["30 2 * * *"]
     )
-    timezone: str = Field("UTC", description="IANA zone the cron expression is read in.")
+    timezone: Text = Field("UTC", description="IANA zone the cron expression is read in.")
     start: IsoInstant | None = Field(None, description="For `cron`: no fire before this.")
     end: IsoInstant | None = Field(None, description="For `cron`: no fire after this.")
 
@@ -88,8 +89,8 @@ class RetryIn(_Input):
 
 class _TaskBase(_Input):
     kind: str
-    name: str = Field(DEFAULT_TASK_NAME, description="Unique within the job.")
-    upstream: list[str] = Field(default_factory=list, description="Names of tasks that run first.")
+    name: Text = Field(DEFAULT_TASK_NAME, description="Unique within the job.")
+    upstream: list[Text] = Field(default_factory=list, description="Names of tasks that run first.")
     timeout: float | None = Field(None, description="Seconds; overrides the job's timeout.")
     retry: RetryIn | None = Field(None, description="Overrides the job's retry policy.")
 
@@ -109,20 +110,20 @@ class ShellTaskIn(_TaskBase):
     """Runs a program. ``argv`` is never passed through a shell; ``command`` is, with ``shell``."""
 
     kind: Literal["shell"]
-    argv: list[str] | None = Field(None, examples=[["pg_dump", "mydb"]])
-    command: str | None = Field(None, description="With `shell: true`: one /bin/sh command line.")
+    argv: list[Text] | None = Field(None, examples=[["pg_dump", "mydb"]])
+    command: Text | None = Field(None, description="With `shell: true`: one /bin/sh command line.")
     shell: bool = False
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
+    env: TextMap = Field(default_factory=dict)
+    cwd: Text | None = None
 
 
 class HttpTaskIn(_TaskBase):
     """Calls a URL; a non-2xx answer fails the attempt."""
 
     kind: Literal["http"]
-    method: str = "GET"
-    url: str = Field(examples=["https://example.org/health"])
-    headers: dict[str, str] = Field(default_factory=dict)
+    method: Text = "GET"
+    url: Text = Field(examples=["https://example.org/health"])
+    headers: TextMap = Field(default_factory=dict)
     body: str | dict[str, Any] | list[Any] | None = Field(None, description="Text or JSON.")
 
 
@@ -130,7 +131,7 @@ class PythonTaskIn(_TaskBase):
     """Calls ``module:function`` with ``kwargs``; the function may be sync or async."""
 
     kind: Literal["python"]
-    target: str = Field(examples=["mypkg.tasks:hello"])
+    target: Text = Field(examples=["mypkg.tasks:hello"])
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -144,16 +145,16 @@ class JobCreate(_Input):
     ``task`` or ``tasks``. Multi-task jobs are refused until DAG execution lands.
     """
 
-    name: str = Field(description="Unique among live jobs.", examples=["backup"])
+    name: Text = Field(description="Unique among live jobs.", examples=["backup"])
     schedule: ScheduleIn
     task: TaskIn | None = None
     tasks: list[TaskIn] | None = None
     retry: RetryIn | None = None
     timeout: float | None = Field(None, description="Seconds an attempt may run.")
-    queue: str = Field("default", description="Routing label of the workers that run it.")
+    queue: Text = Field("default", description="Routing label of the workers that run it.")
     priority: int = Field(0, description="Higher runs first.")
     catchup: bool = Field(False, description="On restart or resume, run every missed cron fire.")
-    tags: list[str] = Field(default_factory=list)
+    tags: list[Text] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     def to_spec(self) -> JobSpec:

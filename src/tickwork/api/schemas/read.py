@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tickwork.app.services import JobPage, LogPage
+from tickwork.app.records import JobPage, LogPage
 from tickwork.core.model import (
     RunDetail,
     RunState,

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tickwork.app.tokens import TOKEN_NAME_PATTERN
 from tickwork.ports import Scope
 
 
@@ -14,7 +15,12 @@ class TokenCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Unique among live tokens.", examples=["ci"])
+    name: str = Field(
+        description="Unique among live tokens: 1-100 letters, digits, '.', '_' or '-'.",
+        examples=["ci"],
+        # Documented here, checked by the token service (its message names the rule).
+        json_schema_extra={"pattern": TOKEN_NAME_PATTERN},
+    )
     scope: Scope = Field(description="`read`, `write` or `admin`.")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from tickwork.api.schemas.create import RetryIn, ScheduleIn, TaskIn, _Input
+from tickwork.api.text import Text
 from tickwork.core.errors import ValidationError
 
 #: Fields that may be sent as ``null`` to clear them; the others need a value.
@@ -28,10 +29,10 @@ class JobUpdate(_Input):
     tasks: list[TaskIn] | None = None
     retry: RetryIn | None = None
     timeout: float | None = Field(None, description="Seconds an attempt may run; null: none.")
-    queue: str | None = None
+    queue: Text | None = None
     priority: int | None = None
     catchup: bool | None = None
-    tags: list[str] | None = None
+    tags: list[Text] | None = None
     metadata: dict[str, Any] | None = None
 
     def to_changes(self) -> dict[str, Any]:
