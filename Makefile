@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit services bench clean
+.PHONY: run test lint typecheck unit services bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ test: $(STAMP) services lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/embedded.py $(ARGS)
+
+bench-peers: $(STAMP)
+	$(BIN)/python bench/peers/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .tickwork .pytest_cache .mypy_cache .ruff_cache
