@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from tickwork import __version__
-from tickwork.cli import jobs, runs, schedule, tokens
+from tickwork.cli import cluster, jobs, runs, schedule, tokens
 from tickwork.cli.api import api
 from tickwork.cli.up import up
 
@@ -18,6 +18,10 @@ app = typer.Typer(
 )
 app.command("up")(up)
 app.command("api")(api)
+app.command("scheduler")(cluster.scheduler)
+app.command("worker")(cluster.worker)
+app.command("status")(cluster.status)
+app.add_typer(cluster.db, name="db")
 app.add_typer(jobs.app, name="job")
 app.add_typer(runs.app, name="run")
 app.add_typer(schedule.app, name="schedule")

@@ -32,3 +32,8 @@ class Conflict(TickworkError):
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
+
+
+class StoreUnavailable(TickworkError):
+    """The database could not be reached (restarting, network); nothing was written. The
+    operation may be tried again."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from tickwork.hooks import Hooks
 from tickwork.ports import Broker, Fence, Fenced, Lease, LeaseStore, Store
 from tickwork.scheduler.loop import DEFAULT_WINDOW, Scheduler, SchedulerConfig
 
@@ -216,6 +217,7 @@ def ha_scheduler(
     config: SchedulerConfig | None = None,
     ha: HAConfig | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    hooks: Hooks | None = None,
 ) -> HAScheduler:
     """A scheduler replica: a ``Scheduler`` fenced by a ``LeaderElection`` on ``store``.
 
@@ -228,7 +230,8 @@ def ha_scheduler(
         clock=clock,
         rand=rand,
         make_id=make_id,
-        config=config or SchedulerConfig(window=DEFAULT_WINDOW),
+        config=config or SchedulerConfig(window=DEFAULT_WINDOW, reap_grace=15.0),
         fence=election.fence,
+        hooks=hooks,
     )
     return HAScheduler(scheduler, election)

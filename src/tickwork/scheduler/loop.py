@@ -16,7 +16,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from tickwork.core.model import Job, NewRun, Outcome, TaskRun, TaskRunState
 from tickwork.core.retry import failure_outcome
@@ -48,6 +48,10 @@ class SchedulerConfig:
     # A queued task run still unclaimed this long after it became claimable is re-published.
     resend_after: float = 30.0
     housekeeping_every: float = 2.0  # how often zombies and lost messages are looked for
+    # Seconds after the loop starts (after becoming leader) before the reaper may act, so
+    # that workers cut off with us (a database restart, a failover) can heartbeat again
+    # before their silence is taken for death. ``ha_scheduler`` uses heartbeat_timeout.
+    reap_grace: float = 0.0
 
     def __post_init__(self) -> None:
         if self.window < 0:
@@ -107,6 +111,7 @@ class Scheduler:
         self._hooks = hooks
         self._fence = fence
         self._wakeup = asyncio.Event()
+        self._reap_after = datetime.min.replace(tzinfo=UTC)
         self._last_housekeeping: datetime | None = None
 
     def wake(self) -> None:
@@ -114,6 +119,7 @@ class Scheduler:
         self._wakeup.set()
 
     async def run(self) -> None:
+        self._reap_after = self._clock() + timedelta(seconds=self._config.reap_grace)
         # Another process may have led before: hand over again all it may have queued.
         await self.resend_queued(self._clock() + timedelta(seconds=self._config.window))
         while True:
@@ -131,7 +137,8 @@ class Scheduler:
         while self._config.window > 0 and await self.hand_off_ahead(now) == self._config.batch:
             pass
         if self._housekeeping_due(now):
-            await self.reap_zombies(now)
+            if now >= self._reap_after:
+                await self.reap_zombies(now)
             await self.resend_queued(now - timedelta(seconds=self._config.resend_after))
 
     async def materialize_due(self, now: datetime) -> int:

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskRun, TaskRunState
 from tickwork.ports import (
     Completion,
@@ -96,7 +97,16 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
         threads: ThreadPoolExecutor, engine: Engine, work: Callable[[Connection], T]
     ) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(threads, _transaction, engine, work)
+        try:
+            return await loop.run_in_executor(threads, _transaction, engine, work)
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            # The connection failed (the server restarting, the network): the transaction
+            # did not commit. Callers may retry; anything else is a bug and propagates.
+            raise StoreUnavailable(f"database unavailable: {exc.orig or exc}") from exc
+        except sa.exc.DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise StoreUnavailable(f"database connection lost: {exc.orig or exc}") from exc
+            raise
 
     async def migrate(self) -> None:
         await self._run(self._engines.writers, self._engines.write, _upgrade)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun, TaskRunState
 from tickwork.core.results import MAX_RESULT_BYTES, ResultTooLarge, encode_result, resolve_results
 from tickwork.core.retry import failure_outcome
@@ -24,6 +25,7 @@ from tickwork.ports import (
     TaskKey,
 )
 from tickwork.runtime.batch import Batcher
+from tickwork.runtime.retry import through_outages
 from tickwork.runtime.supervisor import supervise
 from tickwork.worker.logs import TaskLog
 
@@ -165,7 +167,9 @@ class WorkerPool:
             active.task.cancel()
             del self._active[active.task_run.id]
         keys = [(a.task_run.id, a.task_run.attempt) for a in waiting]
-        await self._store.release(keys, self._config.worker_id, self._clock())
+        await through_outages(
+            "release", lambda: self._store.release(keys, self._config.worker_id, self._clock())
+        )
         # Queued again: hand their messages on at once rather than after a reclaim.
         await self._hand_back([d for k in keys if (d := self._unacked.pop(k, None)) is not None])
         return {a.task for a in waiting if a.task is not None}
@@ -205,7 +209,9 @@ class WorkerPool:
 
     async def _claim_and_start(self, deliveries: Sequence[Delivery]) -> None:
         keys = [(d.task_run_id, d.attempt) for d in deliveries]
-        claimed = await self._store.claim(keys, self._config.worker_id, self._clock())
+        claimed = await through_outages(
+            "claim", lambda: self._store.claim(keys, self._config.worker_id, self._clock())
+        )
         won = {(tr.id, tr.attempt) for tr in claimed}
         for key, delivery in zip(keys, deliveries, strict=True):
             if key in won and key not in self._unacked:
@@ -323,7 +329,10 @@ class WorkerPool:
             if not self._active:
                 continue
             keys = [(a.task_run.id, a.task_run.attempt) for a in self._active.values()]
-            cancelled = await self._store.heartbeat(keys, self._config.worker_id, self._clock())
+            try:
+                cancelled = await self._store.heartbeat(keys, self._config.worker_id, self._clock())
+            except StoreUnavailable:  # the next beat tries again; tasks keep running
+                continue
             for task_run_id in cancelled:
                 active = self._active.get(task_run_id)
                 if active is not None:
@@ -359,10 +368,10 @@ class WorkerPool:
         active.cancel.set()
 
     async def _write_logs(self, chunks: Sequence[LogChunk]) -> None:
-        await self._store.append_logs(chunks)
+        await through_outages("logs", lambda: self._store.append_logs(chunks))
 
     async def _write_outcomes(self, outcomes: Sequence[Outcome]) -> None:
-        done = await self._store.complete(outcomes)
+        done = await through_outages("complete", lambda: self._store.complete(outcomes))
         if done.queued:  # downstream tasks made ready: straight to the workers
             await self._broker.publish(
                 [Delivery(tr.id, tr.attempt, tr.queue, tr.priority) for tr in done.queued]

@@ -1,0 +1,105 @@
+"""Distributed mode: the API process, `tickwork db upgrade` and `tickwork status`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import uvicorn
+
+from tickwork.api.app import Role, create_app
+from tickwork.api.auth import Security
+from tickwork.app.cluster import ClusterSettings
+from tickwork.app.services import Services
+from tickwork.app.tokens import TokenService
+from tickwork.broker.redis import RedisStreamsBroker
+from tickwork.broker.redis_signals import RedisCancelSignals
+from tickwork.core.errors import TickworkError
+from tickwork.ports import Lease, WorkerInfo
+from tickwork.serve.cluster import guard_of, log, open_cluster_store, until_stopped, utcnow
+
+LEASE = "scheduler"
+#: A worker silent this long shows as lost in ``status``; one silent a day is forgotten.
+WORKER_LOST_AFTER = timedelta(seconds=15)
+WORKER_FORGET_AFTER = timedelta(days=1)
+
+
+async def serve_api(settings: ClusterSettings, role: Role, stop: asyncio.Event) -> None:
+    """The HTTP API over PostgreSQL; `now` runs and cancels go straight to Redis."""
+    store = await open_cluster_store(settings)
+    broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
+    cancels = RedisCancelSignals(settings.redis_url, prefix=settings.redis_prefix)
+    # No wake: the leader polls every second and hands work to Redis ahead of time.
+    services = Services(
+        store, broker, clock=utcnow, url_guard=guard_of(settings).check, cancels=cancels
+    )
+    ttl = timedelta(seconds=settings.idempotency_ttl)
+    app = create_app(services, security=Security.over(services, idempotency_ttl=ttl), role=role)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    log.info("tickwork API (%s) is up: http://%s:%d", role, settings.host, settings.port)
+    work = asyncio.create_task(server.serve(), name="api")
+    try:
+        await until_stopped(stop, work)
+    finally:
+        server.should_exit = True
+        await asyncio.gather(work, return_exceptions=True)
+        await cancels.close()
+        await broker.close()
+        await store.close()
+
+
+async def upgrade_database(settings: ClusterSettings, token_dir: Path) -> Path | None:
+    """Migrate to the newest schema; on a database without tokens, create the first admin
+    token in ``token_dir/admin.token`` (0600) and return its path."""
+    store = await open_cluster_store(settings)
+    try:
+        await store.migrate()
+        return await TokenService(store, utcnow).bootstrap(token_dir)
+    finally:
+        await store.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    leader: Lease | None
+    leader_live: bool
+    workers: list[WorkerInfo]
+    lost: frozenset[str]  # ids of workers silent longer than WORKER_LOST_AFTER
+    depths: dict[str, int] | None  # None: Redis did not answer
+    broker_error: str | None = None
+
+
+async def cluster_status(settings: ClusterSettings) -> ClusterStatus:
+    store = await open_cluster_store(settings)
+    broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
+    try:
+        now = utcnow()
+        lease = await store.get_lease(LEASE)
+        await store.forget_workers(now - WORKER_FORGET_AFTER)
+        workers = [w for w in await store.list_workers() if w.stopped_at is None]
+        lost = frozenset(w.id for w in workers if now - w.heartbeat_at > WORKER_LOST_AFTER)
+        depths, error = await _depths(broker)
+        live = lease is not None and lease.expires_at > now
+        return ClusterStatus(lease, live, workers, lost, depths, error)
+    finally:
+        with contextlib.suppress(Exception):
+            await broker.close()
+        await store.close()
+
+
+async def _depths(broker: RedisStreamsBroker) -> tuple[dict[str, int] | None, str | None]:
+    try:
+        return await broker.depths(), None
+    except TickworkError as exc:
+        return None, str(exc)
