@@ -7,14 +7,17 @@ publish to the broker or wake the scheduler. Nothing here knows about HTTP.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from tickwork.app.job_changes import changed_job, with_params
+from tickwork.app.pools import PoolService
+from tickwork.app.targets import UrlGuard, check_targets
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (
+    Callbacks,
     Job,
     LogChunk,
     NewRun,
@@ -25,7 +28,6 @@ from tickwork.core.model import (
     Schedule,
     ScheduleKind,
     Task,
-    TaskKind,
     TaskRun,
     TaskRunState,
 )
@@ -42,7 +44,6 @@ from tickwork.ports import (
     Store,
     TimeWindow,
 )
-from tickwork.security.ssrf import TargetRefused
 
 #: Run states after which nothing more happens to a run (until a manual retry).
 FINISHED_RUN_STATES: frozenset[RunState] = frozenset(
@@ -71,6 +72,9 @@ class JobSpec:
     catchup: bool = False
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    max_active_runs: int | None = None
+    depends_on_past: bool = False
+    callbacks: Callbacks = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +105,8 @@ class Services:
 
     ``wake`` tells the scheduler that new timed work exists (an ``at`` run, a resumed job, a
     retried run) so it re-plans without waiting out its sleep. ``clock``, ``rand`` and
-    ``make_id`` are injected so tests control time and identity.
+    ``make_id`` are injected so tests control time and identity. ``url_guard`` refuses URLs
+    that jobs may not call (see ``tickwork.app.targets``). Pools are in ``pools``.
     """
 
     def __init__(
@@ -113,7 +118,7 @@ class Services:
         clock: Callable[[], datetime] = utc_now,
         rand: Callable[[], float] = random.random,
         make_id: Callable[[], str] = new_id,
-        url_guard: Callable[[str], Awaitable[None]] | None = None,
+        url_guard: UrlGuard | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -122,6 +127,11 @@ class Services:
         self._rand = rand
         self._make_id = make_id
         self._url_guard = url_guard
+        self.pools = PoolService(store, clock)
+
+    def now(self) -> datetime:
+        """The services' clock."""
+        return self._clock()
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -139,7 +149,7 @@ class Services:
             self._plan_job(spec, i, len(specs), now, allow_past) for i, spec in enumerate(specs)
         ]
         _refuse_duplicate_names([job for job, _ in items], len(specs))
-        await self.check_targets([job for job, _ in items])
+        await self.check_jobs([job for job, _ in items])
         await self.store.create_jobs(items)
         await self._after_create([run for _, runs in items for run in runs])
         return [job for job, _ in items]
@@ -178,7 +188,7 @@ class Services:
         runs: list[NewRun] = []
         if rescheduled:
             job, runs = self._first_runs(job, now)
-        await self.check_targets([job])
+        await self.check_jobs([job])
         if not await self.store.update_job(job, current.updated_at, rescheduled, runs):
             raise Conflict("job", f"job {name!r} changed meanwhile; read it again and retry")
         await self._after_create(runs)
@@ -339,23 +349,12 @@ class Services:
             return False
         return True
 
-    async def check_targets(self, jobs: Sequence[Job]) -> None:
-        """Refuse http tasks whose URL the SSRF guard forbids (``ValidationError`` on the url).
-
-        ``url_guard`` raises ``TargetRefused``; without one, every URL is accepted.
-        """
-        if self._url_guard is None:
-            return
-        for i, job in enumerate(jobs):
-            where = f"jobs[{i}]." if len(jobs) > 1 else ""
-            for j, task in enumerate(job.tasks):
-                url = task.config.get("url")
-                if task.kind is not TaskKind.HTTP or not isinstance(url, str):
-                    continue
-                try:
-                    await self._url_guard(url)
-                except TargetRefused as e:
-                    raise ValidationError(f"{where}tasks[{j}].config.url", str(e)) from None
+    async def check_jobs(self, jobs: Sequence[Job]) -> None:
+        """What saving valid jobs needs besides the core's checks: every URL they call passes
+        the SSRF guard, every pool they name exists and is large enough. ``ValidationError``
+        on the field otherwise."""
+        await check_targets(self._url_guard, jobs)
+        await self.pools.check_jobs(jobs)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -385,6 +384,9 @@ class Services:
             catchup=spec.catchup,
             tags=spec.tags,
             metadata=spec.metadata,
+            max_active_runs=spec.max_active_runs,
+            depends_on_past=spec.depends_on_past,
+            callbacks=spec.callbacks,
         )
 
     def _first_runs(self, job: Job, now: datetime) -> tuple[Job, list[NewRun]]:

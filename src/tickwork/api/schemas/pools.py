@@ -1,0 +1,36 @@
+"""Pools in request and response bodies."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tickwork.ports import PoolUsage
+
+
+class PoolSet(BaseModel):
+    """A pool's size, to create it or to resize it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slots: int = Field(description="Slots tasks of this pool may hold at once.", examples=[4])
+    description: str = Field("", description="What the pool guards, for people.")
+
+
+class PoolRead(BaseModel):
+    """A pool and the slots its queued and running task runs hold now."""
+
+    name: str
+    slots: int
+    used: int = Field(description="Slots held now; may exceed `slots` just after a shrink.")
+    description: str
+
+    @classmethod
+    def of(cls, usage: PoolUsage) -> PoolRead:
+        pool = usage.pool
+        return cls(name=pool.name, slots=pool.slots, used=usage.used, description=pool.description)
+
+
+class PoolListRead(BaseModel):
+    """Every pool, by name."""
+
+    pools: list[PoolRead]
