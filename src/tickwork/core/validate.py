@@ -22,11 +22,9 @@ from tickwork.core.model import (
     TaskKind,
     TriggerRule,
 )
+from tickwork.core.refs import RESULT_REF
 from tickwork.core.retry import validate_retry
 from tickwork.core.schedule import validate_schedule
-
-#: The key of a config value that stands for an upstream task's result: ``{"$result": "a"}``.
-RESULT_REF = "$result"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
 _QUEUE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)

@@ -46,10 +46,10 @@ from tickwork.core.model import (
     TaskKind,
     TriggerRule,
 )
+from tickwork.core.refs import RESULT_REF
 from tickwork.core.retry import validate_retry
 from tickwork.core.schedule import validate_schedule
 from tickwork.core.validate import (
-    RESULT_REF,
     validate_callbacks,
     validate_job_name,
     validate_max_active_runs,
