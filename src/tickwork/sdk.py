@@ -17,7 +17,7 @@ API reports raise ``ApiError``; a server that cannot be reached raises ``Unreach
 
 Each operation is written once, as a function that describes its request (a ``Call``); the
 ``operation`` descriptor hands that description to the client's transport, sync or async, so
-the two clients cannot drift apart.
+the two clients cannot drift apart. The typed dicts live in ``tickwork.sdk_types``.
 """
 
 from __future__ import annotations
@@ -26,235 +26,80 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import (
-    Any,
-    Generic,
-    Literal,
-    NotRequired,
-    ParamSpec,
-    Required,
-    Self,
-    TypedDict,
-    TypeVar,
-    cast,
-    overload,
-)
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Self, TypeVar, cast, overload
 from urllib.parse import quote
 
 import httpx2
 
 from tickwork.app.settings import DEFAULT_URL
+from tickwork.sdk_types import (
+    AttemptInfo,
+    CallbackInput,
+    CallbacksInput,
+    Fire,
+    Fires,
+    JobApplied,
+    JobInfo,
+    JobInput,
+    JobPage,
+    LogChunk,
+    Logs,
+    PoolInfo,
+    RetryInfo,
+    RetryInput,
+    RunDetail,
+    RunInfo,
+    RunPage,
+    ScheduleInfo,
+    ScheduleInput,
+    TaskInfo,
+    TaskInput,
+    TaskRunInfo,
+    TokenInfo,
+    TokenSecret,
+    TriggerRuleName,
+)
+
+if TYPE_CHECKING:
+    from tickwork.core.workflow_spec import WorkflowSpec
+    from tickwork.workflow import Workflow
+
+__all__ = [
+    "ApiError",
+    "AsyncClient",
+    "AttemptInfo",
+    "Call",
+    "CallbackInput",
+    "CallbacksInput",
+    "Client",
+    "ClientError",
+    "Fire",
+    "Fires",
+    "JobApplied",
+    "JobInfo",
+    "JobInput",
+    "JobPage",
+    "LogChunk",
+    "Logs",
+    "PoolInfo",
+    "RetryInfo",
+    "RetryInput",
+    "RunDetail",
+    "RunInfo",
+    "RunPage",
+    "ScheduleInfo",
+    "ScheduleInput",
+    "TaskInfo",
+    "TaskInput",
+    "TaskRunInfo",
+    "TokenInfo",
+    "TokenSecret",
+    "TriggerRuleName",
+    "Unreachable",
+    "operation",
+]
 
 API_PREFIX = "/api/v1"
-
-# -- inputs -----------------------------------------------------------------------------------
-
-
-class ScheduleInput(TypedDict, total=False):
-    """``{"kind": "now"}``, ``{"kind": "at", "at": ISO}`` or ``{"kind": "cron", "cron": ...}``."""
-
-    kind: Required[Literal["now", "at", "cron"]]
-    at: str
-    cron: str
-    timezone: str
-    start: str
-    end: str
-
-
-class RetryInput(TypedDict, total=False):
-    max_attempts: int
-    initial_delay: float
-    multiplier: float
-    max_delay: float
-    jitter: float
-
-
-class TaskInput(TypedDict, total=False):
-    """One task. shell: ``argv`` or ``command`` + ``shell``, ``env``, ``cwd``; http: ``method``,
-    ``url``, ``headers``, ``body``; python: ``target``, ``kwargs``."""
-
-    kind: Required[Literal["shell", "http", "python"]]
-    name: str
-    upstream: list[str]
-    timeout: float
-    retry: RetryInput
-    argv: list[str]
-    command: str
-    shell: bool
-    env: dict[str, str]
-    cwd: str
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: str | dict[str, Any] | list[Any]
-    target: str
-    kwargs: dict[str, Any]
-
-
-class JobInput(TypedDict):
-    """A job to create (the API's ``JobCreate``)."""
-
-    name: str
-    schedule: ScheduleInput
-    task: NotRequired[TaskInput]
-    tasks: NotRequired[list[TaskInput]]
-    retry: NotRequired[RetryInput]
-    timeout: NotRequired[float]
-    queue: NotRequired[str]
-    priority: NotRequired[int]
-    catchup: NotRequired[bool]
-    tags: NotRequired[list[str]]
-    metadata: NotRequired[dict[str, Any]]
-
-
-# -- results ----------------------------------------------------------------------------------
-
-
-class ScheduleInfo(TypedDict):
-    kind: str
-    at: str | None
-    cron: str | None
-    timezone: str
-    start: str | None
-    end: str | None
-
-
-class RetryInfo(TypedDict):
-    max_attempts: int
-    initial_delay: float
-    multiplier: float
-    max_delay: float
-    jitter: float
-
-
-class TaskInfo(TypedDict):
-    name: str
-    kind: str
-    config: dict[str, Any]
-    upstream: list[str]
-    timeout: float | None
-    retry: RetryInfo | None
-
-
-class JobInfo(TypedDict):
-    id: str
-    name: str
-    schedule: ScheduleInfo
-    tasks: list[TaskInfo]
-    retry: RetryInfo
-    timeout: float | None
-    queue: str
-    priority: int
-    catchup: bool
-    paused: bool
-    tags: list[str]
-    metadata: dict[str, Any]
-    created_at: str
-    updated_at: str
-    next_fire_at: str | None
-    last_fire_at: str | None
-
-
-class JobPage(TypedDict):
-    jobs: list[JobInfo]
-    next_after: str | None
-
-
-class RunInfo(TypedDict):
-    id: str
-    job_id: str
-    job_name: str
-    logical_date: str
-    state: str
-    trigger: str
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-
-
-class TaskRunInfo(TypedDict):
-    id: str
-    task_name: str
-    kind: str
-    config: dict[str, Any]
-    state: str
-    attempt: int
-    retry: RetryInfo
-    due_at: str
-    timeout: float | None
-    queue: str
-    priority: int
-    upstream: list[str]
-    queued_at: str | None
-    started_at: str | None
-    finished_at: str | None
-    heartbeat_at: str | None
-    worker_id: str | None
-    error: str | None
-    exit_code: int | None
-    cancel_requested: bool
-
-
-class AttemptInfo(TypedDict):
-    task_run_id: str
-    attempt: int
-    state: str
-    started_at: str | None
-    finished_at: str
-    error: str | None
-    exit_code: int | None
-    worker_id: str | None
-
-
-class RunDetail(RunInfo):
-    task_runs: list[TaskRunInfo]
-    attempts: list[AttemptInfo]
-
-
-class RunPage(TypedDict):
-    runs: list[RunInfo]
-    next_cursor: str | None
-
-
-class LogChunk(TypedDict):
-    attempt: int
-    seq: int
-    stream: str
-    data: str
-    created_at: str
-
-
-class Logs(TypedDict):
-    run_id: str
-    task_run_id: str
-    chunks: list[LogChunk]
-    next_after_seq: int
-    run_state: str
-    finished: bool
-
-
-class Fire(TypedDict):
-    utc: str
-    local: str
-
-
-class Fires(TypedDict):
-    timezone: str
-    fires: list[Fire]
-
-
-class TokenInfo(TypedDict):
-    id: str
-    name: str
-    scope: str
-    created_at: str
-    last_used_at: str | None
-    revoked_at: str | None
-
-
-class TokenSecret(TokenInfo):
-    secret: str
-
 
 # -- errors -----------------------------------------------------------------------------------
 
@@ -417,6 +262,18 @@ class _Operations:
         return Call("PATCH", f"/jobs/{_seg(name)}", json=changes, params=params)
 
     @operation
+    def apply_job(
+        job: JobInput | Workflow | WorkflowSpec, *, allow_past: bool = False
+    ) -> Call[JobApplied]:
+        """Create the job, or update it (for its future runs) when its definition differs, or
+        change nothing when it is the same (``PUT /jobs/{name}``): the result's ``outcome``
+        says ``created``, ``updated`` or ``unchanged``. ``job`` is an API job body, a
+        ``@workflow`` function or a parsed definition (``tickwork.definitions``)."""
+        body = job if isinstance(job, dict) else _definition_body(job)
+        params = {"allow_past": _flag(allow_past)}
+        return Call("PUT", f"/jobs/{_seg(body['name'])}", json=body, params=params)
+
+    @operation
     def get_job(name: str) -> Call[JobInfo]:
         return Call("GET", f"/jobs/{_seg(name)}")
 
@@ -518,6 +375,31 @@ class _Operations:
         """Output after ``after_seq``; poll with ``next_after_seq`` until ``finished``."""
         params = {"task": task, "after_seq": after_seq, "limit": limit}
         return Call("GET", f"/runs/{_seg(run_id)}/logs", params=params)
+
+    # -- pools ------------------------------------------------------------------------------
+
+    @operation
+    def set_pool(name: str, slots: int, description: str | None = None) -> Call[PoolInfo]:
+        """Create a pool or change its slots, and its description when one is given (needs an
+        admin token)."""
+        body: dict[str, Any] = {"slots": slots}
+        if description is not None:
+            body["description"] = description
+        return Call("PUT", f"/pools/{_seg(name)}", json=body)
+
+    @operation
+    def list_pools() -> Call[list[PoolInfo]]:
+        """Every pool by name, with the slots in use (``used``)."""
+        return Call("GET", "/pools", pick="pools")
+
+    @operation
+    def get_pool(name: str) -> Call[PoolInfo]:
+        return Call("GET", f"/pools/{_seg(name)}")
+
+    @operation
+    def delete_pool(name: str) -> Call[None]:
+        """Delete a pool (needs an admin token); tasks that declare it wait for a new one."""
+        return Call("DELETE", f"/pools/{_seg(name)}")
 
     # -- tokens (admin) ----------------------------------------------------------------------
 
@@ -639,6 +521,14 @@ def _api_error(response: httpx2.Response) -> ApiError:
         # Not our error shape: a proxy in between, or not a tickwork server at all.
         text = response.text.strip()[:200] or response.reason_phrase
         return ApiError(response.status_code, "http_error", f"HTTP {response.status_code}: {text}")
+
+
+def _definition_body(job: Workflow | WorkflowSpec) -> Any:
+    # Imported on use: definitions load the core and PyYAML, which plain API calls never need.
+    from tickwork.definitions import job_body
+    from tickwork.workflow import Workflow
+
+    return job_body(job.parse() if isinstance(job, Workflow) else job)
 
 
 def _idem(key: str | None) -> dict[str, str] | None:

@@ -18,8 +18,10 @@ async def test_put_creates_then_resizes_a_pool(api: httpx2.AsyncClient) -> None:
     assert r.json() == {"name": "db", "slots": 4, "used": 0, "description": "the warehouse"}
     r = await api.put(f"{API}/pools/db", json={"slots": 2})
     assert r.status_code == 200, r.text
-    assert r.json() == {"name": "db", "slots": 2, "used": 0, "description": ""}
-    assert (await api.get(f"{API}/pools/db")).json()["slots"] == 2
+    assert r.json() == {"name": "db", "slots": 2, "used": 0, "description": "the warehouse"}
+    r = await api.put(f"{API}/pools/db", json={"slots": 3, "description": ""})
+    assert r.json() == {"name": "db", "slots": 3, "used": 0, "description": ""}
+    assert (await api.get(f"{API}/pools/db")).json()["slots"] == 3
 
 
 async def test_list_shows_every_pool_by_name_with_the_slots_in_use(

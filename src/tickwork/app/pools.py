@@ -24,10 +24,14 @@ class PoolService:
         self._clock = clock
 
     async def set_pool(
-        self, name: str, slots: int, description: str = ""
+        self, name: str, slots: int, description: str | None = None
     ) -> tuple[PoolUsage, bool]:
-        """Create the pool or change its slots and description; the pool as it is now and
-        whether it was created. Shrinking takes no slot back from tasks holding one."""
+        """Create the pool or change its slots, and its description unless ``None``; the pool
+        as it is now and whether it was created. Shrinking takes no slot back from tasks
+        holding one."""
+        if description is None:
+            current = await self._store.get_pool(name)
+            description = current.pool.description if current else ""
         pool = validate_pool(Pool(name=name, slots=slots, description=description))
         created = await self._store.set_pool(pool, self._clock())
         return await self.get_pool(name), created

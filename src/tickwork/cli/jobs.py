@@ -1,4 +1,4 @@
-"""``tickwork job ...``: add, list, show, trigger, pause, resume and delete jobs."""
+"""``tickwork job ...``: add, apply, list, show, trigger, pause, resume and delete jobs."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from tickwork.cli.common import (
     connect,
     reported_errors,
 )
+from tickwork.cli.job_apply import apply
 from tickwork.cli.job_input import JobFlags, job_input
 from tickwork.cli.output import emit, print_fields, print_json, print_table, when
 from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
+app.command("apply")(apply)
 
 NameArg = Annotated[str, typer.Argument(help="The job's name.")]
 _SCHEDULE = "Schedule (exactly one)"

@@ -13,7 +13,9 @@ class PoolSet(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     slots: int = Field(description="Slots tasks of this pool may hold at once.", examples=[4])
-    description: str = Field("", description="What the pool guards, for people.")
+    description: str | None = Field(
+        None, description="What the pool guards, for people; left out: kept (new pools: none)."
+    )
 
 
 class PoolRead(BaseModel):
