@@ -217,3 +217,21 @@ def test_apply_by_the_cli_and_by_the_sdk_agree(cli: Cli, monkeypatch: pytest.Mon
         changed = load_definition(str(ETL_YAML))
         assert client.apply_job({**job_body(changed), "priority": 5})["outcome"] == "updated"
         assert cli.ok("job", "apply", "examples.etl:etl").stdout.strip() == "updated job etl"
+
+
+def test_job_show_and_list_describe_a_workflow(cli: Cli) -> None:
+    cli.ok("pool", "set", "db", "--slots", "2")
+    cli.ok("job", "apply", str(ETL_YAML))
+    shown = cli.ok("job", "show", "etl").stdout
+    assert "workflow of 5 tasks" in shown
+    assert "max active runs  1" in shown
+    nodes = [line.strip() for line in shown.splitlines() if line.startswith("  ")]
+    assert nodes == [
+        "extract_users [python: examples.etl:extract_users] pool db",
+        "extract_orders [python: examples.etl:extract_orders] pool db",
+        "join [python: examples.etl:join] <- extract_users, extract_orders",
+        "aggregate [python: examples.etl:aggregate] <- join",
+        "load [python: examples.etl:load] <- aggregate",
+    ]
+    listed = cli.ok("job", "list").stdout
+    assert "workflow of 5 tasks" in listed
