@@ -7,7 +7,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.api.conftest import error_of, now_job
+from tests.api.conftest import NOW, error_of, now_job
+from tickwork.store import SqlStore
 
 API = "/api/v1"
 
@@ -25,12 +26,16 @@ async def test_put_creates_then_resizes_a_pool(api: httpx2.AsyncClient) -> None:
 
 
 async def test_list_shows_every_pool_by_name_with_the_slots_in_use(
-    api: httpx2.AsyncClient,
+    api: httpx2.AsyncClient, store: SqlStore
 ) -> None:
     for name, slots in (("gpu", 1), ("db", 4)):
         assert (await api.put(f"{API}/pools/{name}", json={"slots": slots})).status_code == 201
     task = {"kind": "shell", "argv": ["true"], "pool": "db", "pool_slots": 3}
     assert (await api.post(f"{API}/jobs", json=now_job("load", task=task))).status_code == 201
+    run = (await api.get(f"{API}/runs", params={"job": "load"})).json()["runs"][0]
+    [task_run] = (await api.get(f"{API}/runs/{run['id']}")).json()["task_runs"]
+    if task_run["state"] == "scheduled":  # queue it, as the scheduler does when the pool has room
+        assert await store.mark_queued([(task_run["id"], 1)], NOW)
     pools = (await api.get(f"{API}/pools")).json()["pools"]
     assert [(p["name"], p["slots"], p["used"]) for p in pools] == [("db", 4, 3), ("gpu", 1, 0)]
     assert (await api.get(f"{API}/pools/db")).json()["used"] == 3

@@ -87,8 +87,9 @@ async def test_a_run_of_a_dag_shows_each_task_runs_graph_fields(api: httpx2.Asyn
     run = (await api.get(f"{API}/runs", params={"job": "etl"})).json()["runs"][0]
     detail = (await api.get(f"{API}/runs/{run['id']}")).json()
     by_name = {tr["task_name"]: tr for tr in detail["task_runs"]}
-    assert by_name["extract_users"]["state"] == "queued"
-    assert by_name["join"]["state"] == "pending"  # waits for its upstreams
+    # A root task may go (queued, or scheduled until its pool admits it); join waits.
+    assert by_name["extract_users"]["state"] in ("queued", "scheduled")
+    assert by_name["join"]["state"] == "pending"
     assert by_name["join"]["upstream"] == ["extract_users", "extract_orders"]
     users = by_name["extract_users"]
     assert (users["pool"], users["pool_slots"], users["priority"]) == ("db", 2, 5)
