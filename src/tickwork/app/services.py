@@ -7,14 +7,14 @@ publish to the broker or wake the scheduler. Nothing here knows about HTTP.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.pools import PoolService
-from tickwork.app.targets import UrlGuard, check_targets
+from tickwork.app.targets import check_targets
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (
     Callbacks,
@@ -105,8 +105,7 @@ class Services:
 
     ``wake`` tells the scheduler that new timed work exists (an ``at`` run, a resumed job, a
     retried run) so it re-plans without waiting out its sleep. ``clock``, ``rand`` and
-    ``make_id`` are injected so tests control time and identity. ``url_guard`` refuses URLs
-    that jobs may not call (see ``tickwork.app.targets``). Pools are in ``pools``.
+    ``make_id`` are injected so tests control time and identity.
     """
 
     def __init__(
@@ -118,7 +117,7 @@ class Services:
         clock: Callable[[], datetime] = utc_now,
         rand: Callable[[], float] = random.random,
         make_id: Callable[[], str] = new_id,
-        url_guard: UrlGuard | None = None,
+        url_guard: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -127,6 +126,7 @@ class Services:
         self._rand = rand
         self._make_id = make_id
         self._url_guard = url_guard
+        # Pools (operator settings), and the check that jobs name only existing ones.
         self.pools = PoolService(store, clock)
 
     def now(self) -> datetime:
