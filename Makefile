@@ -16,8 +16,8 @@ run: $(STAMP)
 	$(BIN)/tickwork up $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

@@ -1,8 +1,9 @@
 """tickwork: a distributed, highly available job scheduler.
 
 ``from tickwork import Client, AsyncClient`` gives the SDK; ``@tickwork.task`` and
-``tickwork.job_from`` build python-task jobs from functions. Its names load on first use, so
-``import tickwork`` stays cheap (no HTTP client, server or database library).
+``tickwork.job_from`` build python-task jobs from functions, and ``@tickwork.workflow`` wires
+``@tickwork.task`` calls into a DAG (``tickwork.branch`` picks a branch). Its names load on
+first use, so ``import tickwork`` stays cheap (no HTTP client, server or database library).
 """
 
 from __future__ import annotations
@@ -10,10 +11,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Loaded at once (they need nothing beyond the standard library), and the decorator must be
+# bound here: `tickwork.workflow` is the function, though a module of that name exists too.
+from tickwork.pytasks import NotImportable, TaskFunction, TaskPolicy, branch, job_from, task
+from tickwork.workflow import Workflow, workflow
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from tickwork.pytasks import NotImportable, TaskPolicy, job_from, task
     from tickwork.sdk import ApiError, AsyncClient, Client, ClientError, Unreachable
 
 #: Public name -> the module that defines it.
@@ -23,10 +28,6 @@ _LAZY = {
     "Client": "tickwork.sdk",
     "ClientError": "tickwork.sdk",
     "Unreachable": "tickwork.sdk",
-    "NotImportable": "tickwork.pytasks",
-    "TaskPolicy": "tickwork.pytasks",
-    "job_from": "tickwork.pytasks",
-    "task": "tickwork.pytasks",
 }
 
 __all__ = [
@@ -35,11 +36,15 @@ __all__ = [
     "Client",
     "ClientError",
     "NotImportable",
+    "TaskFunction",
     "TaskPolicy",
     "Unreachable",
+    "Workflow",
     "__version__",
+    "branch",
     "job_from",
     "task",
+    "workflow",
 ]
 
 

@@ -17,7 +17,7 @@ API reports raise ``ApiError``; a server that cannot be reached raises ``Unreach
 
 Each operation is written once, as a function that describes its request (a ``Call``); the
 ``operation`` descriptor hands that description to the client's transport, sync or async, so
-the two clients cannot drift apart.
+the two clients cannot drift apart. The typed dicts live in ``tickwork.sdk_types``.
 """
 
 from __future__ import annotations
@@ -26,16 +26,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import (
-    Any,
-    Generic,
-    Literal,
-    ParamSpec,
-    Self,
-    TypeVar,
-    cast,
-    overload,
-)
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Self, TypeVar, cast, overload
 from urllib.parse import quote
 
 import httpx2
@@ -43,13 +34,17 @@ import httpx2
 from tickwork.app.settings import DEFAULT_URL
 from tickwork.sdk_types import (
     AttemptInfo,
+    CallbackInput,
+    CallbacksInput,
     Fire,
     Fires,
+    JobApplied,
     JobInfo,
     JobInput,
     JobPage,
     LogChunk,
     Logs,
+    PoolInfo,
     RetryInfo,
     RetryInput,
     RunDetail,
@@ -62,9 +57,12 @@ from tickwork.sdk_types import (
     TaskRunInfo,
     TokenInfo,
     TokenSecret,
+    TriggerRuleName,
 )
 
-API_PREFIX = "/api/v1"
+if TYPE_CHECKING:
+    from tickwork.core.workflow_spec import WorkflowSpec
+    from tickwork.workflow import Workflow
 
 __all__ = [
     "API_PREFIX",
@@ -72,15 +70,19 @@ __all__ = [
     "AsyncClient",
     "AttemptInfo",
     "Call",
+    "CallbackInput",
+    "CallbacksInput",
     "Client",
     "ClientError",
     "Fire",
     "Fires",
+    "JobApplied",
     "JobInfo",
     "JobInput",
     "JobPage",
     "LogChunk",
     "Logs",
+    "PoolInfo",
     "RetryInfo",
     "RetryInput",
     "RunDetail",
@@ -93,9 +95,12 @@ __all__ = [
     "TaskRunInfo",
     "TokenInfo",
     "TokenSecret",
+    "TriggerRuleName",
     "Unreachable",
     "operation",
 ]
+
+API_PREFIX = "/api/v1"
 
 # -- errors -----------------------------------------------------------------------------------
 
@@ -258,6 +263,18 @@ class _Operations:
         return Call("PATCH", f"/jobs/{_seg(name)}", json=changes, params=params)
 
     @operation
+    def apply_job(
+        job: JobInput | Workflow | WorkflowSpec, *, allow_past: bool = False
+    ) -> Call[JobApplied]:
+        """Create the job, or update it (for its future runs) when its definition differs, or
+        change nothing when it is the same (``PUT /jobs/{name}``): the result's ``outcome``
+        says ``created``, ``updated`` or ``unchanged``. ``job`` is an API job body, a
+        ``@workflow`` function or a parsed definition (``tickwork.definitions``)."""
+        body = job if isinstance(job, dict) else _definition_body(job)
+        params = {"allow_past": _flag(allow_past)}
+        return Call("PUT", f"/jobs/{_seg(body['name'])}", json=body, params=params)
+
+    @operation
     def get_job(name: str) -> Call[JobInfo]:
         return Call("GET", f"/jobs/{_seg(name)}")
 
@@ -369,6 +386,31 @@ class _Operations:
         """Output after ``after_seq``; poll with ``next_after_seq`` until ``finished``."""
         params = {"task": task, "after_seq": after_seq, "limit": limit}
         return Call("GET", f"/runs/{_seg(run_id)}/logs", params=params)
+
+    # -- pools ------------------------------------------------------------------------------
+
+    @operation
+    def set_pool(name: str, slots: int, description: str | None = None) -> Call[PoolInfo]:
+        """Create a pool or change its slots, and its description when one is given (needs an
+        admin token)."""
+        body: dict[str, Any] = {"slots": slots}
+        if description is not None:
+            body["description"] = description
+        return Call("PUT", f"/pools/{_seg(name)}", json=body)
+
+    @operation
+    def list_pools() -> Call[list[PoolInfo]]:
+        """Every pool by name, with the slots in use (``used``)."""
+        return Call("GET", "/pools", pick="pools")
+
+    @operation
+    def get_pool(name: str) -> Call[PoolInfo]:
+        return Call("GET", f"/pools/{_seg(name)}")
+
+    @operation
+    def delete_pool(name: str) -> Call[None]:
+        """Delete a pool (needs an admin token); tasks that declare it wait for a new one."""
+        return Call("DELETE", f"/pools/{_seg(name)}")
 
     # -- tokens (admin) ----------------------------------------------------------------------
 
@@ -490,6 +532,14 @@ def _api_error(response: httpx2.Response) -> ApiError:
         # Not our error shape: a proxy in between, or not a tickwork server at all.
         text = response.text.strip()[:200] or response.reason_phrase
         return ApiError(response.status_code, "http_error", f"HTTP {response.status_code}: {text}")
+
+
+def _definition_body(job: Workflow | WorkflowSpec) -> Any:
+    # Imported on use: definitions load the core and PyYAML, which plain API calls never need.
+    from tickwork.definitions import job_body
+    from tickwork.workflow import Workflow
+
+    return job_body(job.parse() if isinstance(job, Workflow) else job)
 
 
 def _idem(key: str | None) -> dict[str, str] | None:

@@ -1,6 +1,6 @@
-"""What the SDK sends and receives: the API's JSON bodies as typed dicts.
+"""The typed dicts of the SDK: what its methods take (``*Input``) and return (``*Info``, ...).
 
-``tickwork.sdk`` re-exports every name here; import them from there.
+Import them from ``tickwork.sdk``, which re-exports every one.
 """
 
 from __future__ import annotations
@@ -29,15 +29,39 @@ class RetryInput(TypedDict, total=False):
     jitter: float
 
 
+class CallbackInput(TypedDict, total=False):
+    """A hook: ``{"kind": "http", "url": ..., "headers": {...}}`` or ``{"kind": "python",
+    "target": "module:function"}`` (python ones need an admin token)."""
+
+    kind: Required[Literal["http", "python"]]
+    url: str
+    headers: dict[str, str]
+    target: str
+
+
+#: Hooks by event: ``on_failure``, ``on_success``, ``on_retry``.
+CallbacksInput = dict[Literal["on_failure", "on_success", "on_retry"], CallbackInput]
+
+TriggerRuleName = Literal[
+    "all_success", "all_failed", "all_done", "one_success", "one_failed", "none_failed"
+]
+
+
 class TaskInput(TypedDict, total=False):
     """One task. shell: ``argv`` or ``command`` + ``shell``, ``env``, ``cwd``; http: ``method``,
-    ``url``, ``headers``, ``body``; python: ``target``, ``kwargs``."""
+    ``url``, ``headers``, ``body``; python: ``target``, ``kwargs``. In a workflow: ``name``,
+    ``upstream`` and ``trigger_rule``; ``pool`` and ``pool_slots`` limit concurrency."""
 
     kind: Required[Literal["shell", "http", "python"]]
     name: str
     upstream: list[str]
     timeout: float
     retry: RetryInput
+    trigger_rule: TriggerRuleName
+    priority: int
+    pool: str
+    pool_slots: int
+    callbacks: CallbacksInput
     argv: list[str]
     command: str
     shell: bool
@@ -65,6 +89,9 @@ class JobInput(TypedDict):
     catchup: NotRequired[bool]
     tags: NotRequired[list[str]]
     metadata: NotRequired[dict[str, Any]]
+    max_active_runs: NotRequired[int | None]
+    depends_on_past: NotRequired[bool]
+    callbacks: NotRequired[CallbacksInput]
 
 
 # -- results ----------------------------------------------------------------------------------
@@ -94,6 +121,11 @@ class TaskInfo(TypedDict):
     upstream: list[str]
     timeout: float | None
     retry: RetryInfo | None
+    trigger_rule: str
+    priority: int | None
+    pool: str | None
+    pool_slots: int
+    callbacks: dict[str, dict[str, Any]]
 
 
 class JobInfo(TypedDict):
@@ -109,10 +141,20 @@ class JobInfo(TypedDict):
     paused: bool
     tags: list[str]
     metadata: dict[str, Any]
+    max_active_runs: int | None
+    depends_on_past: bool
+    callbacks: dict[str, dict[str, Any]]
     created_at: str
     updated_at: str
     next_fire_at: str | None
     last_fire_at: str | None
+
+
+class JobApplied(TypedDict):
+    """What ``apply_job`` did: ``created``, ``updated`` or ``unchanged``; the job as it is."""
+
+    outcome: Literal["created", "updated", "unchanged"]
+    job: JobInfo
 
 
 class JobPage(TypedDict):
@@ -153,6 +195,10 @@ class TaskRunInfo(TypedDict):
     error: str | None
     exit_code: int | None
     cancel_requested: bool
+    trigger_rule: str
+    pool: str | None
+    pool_slots: int
+    result: Any
 
 
 class AttemptInfo(TypedDict):
@@ -214,3 +260,12 @@ class TokenInfo(TypedDict):
 
 class TokenSecret(TokenInfo):
     secret: str
+
+
+class PoolInfo(TypedDict):
+    """A pool and the slots its queued and running tasks hold now."""
+
+    name: str
+    slots: int
+    used: int
+    description: str

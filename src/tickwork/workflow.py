@@ -1,9 +1,11 @@
 """Workflows in Python: ``@workflow`` on a function whose body calls ``@task`` functions.
 
+    from tickwork import task, workflow
+
     @task
     def extract_users() -> list[dict[str, Any]]: ...
 
-    @task(retries=2)
+    @task(retries=2, pool="db")
     def join(users: list[dict[str, Any]], orders: list[dict[str, Any]]) -> ...: ...
 
     @workflow(schedule="0 2 * * *", catchup=False)
@@ -17,26 +19,23 @@ While the body is being built, a call to a task records a task node and returns 
 :class:`TaskResult` placeholder; passing it to another task records the edge (``upstream``) and
 the argument (``{"$result": "extract_users"}`` in ``kwargs``). Anywhere else a ``@task``
 function is the plain function: workers import it by its ``module:function`` path and call it,
-and tests can call it directly. Other arguments must be JSON values.
+and tests can call it directly. Other arguments must be JSON values. ``task`` is
+``tickwork.task`` (``tickwork.pytasks``), re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
-from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any
 
-from tickwork.core.model import TriggerRule
-from tickwork.core.workflow_spec import RESULT_REF, WorkflowSpec, parse_workflow
+from tickwork.core.refs import RESULT_REF
+from tickwork.pytasks import TaskFunction, recording, task
+
+if TYPE_CHECKING:
+    from tickwork.core.workflow_spec import WorkflowSpec
 
 __all__ = ["TaskFunction", "TaskResult", "Workflow", "task", "workflow"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-_BUILDING: ContextVar[_Builder | None] = ContextVar("tickwork_workflow_build", default=None)
 
 
 class TaskResult:
@@ -66,66 +65,6 @@ class TaskResult:
         raise self._refuse()
 
 
-class TaskFunction(Generic[P, R]):
-    """A ``@task`` function. Inside a ``@workflow`` body a call records a task and returns a
-    :class:`TaskResult` (typed as the function's result, so the body type-checks); anywhere
-    else it calls the function."""
-
-    def __init__(self, fn: Callable[P, R], options: Mapping[str, Any]) -> None:
-        self.fn = fn
-        self.target = _target_of(fn)
-        self.name: str = options.get("name") or fn.__name__
-        self.options = dict(options)
-        functools.update_wrapper(self, fn)
-        # Look like a function to ``inspect`` (its "function-like" check), so a worker's
-        # ``inspect.iscoroutinefunction`` still sees an async task as async; Python 3.11 has
-        # no ``inspect.markcoroutinefunction``.
-        for attr in ("__code__", "__defaults__", "__kwdefaults__"):
-            setattr(self, attr, getattr(fn, attr, None))
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        builder = _BUILDING.get()
-        if builder is None:
-            return self.fn(*args, **kwargs)
-        return cast(R, builder.add(self, args, kwargs))
-
-    def __repr__(self) -> str:
-        return f"<task {self.target}>"
-
-
-@overload
-def task(fn: Callable[P, R], /) -> TaskFunction[P, R]: ...
-@overload
-def task(
-    *,
-    name: str | None = None,
-    trigger_rule: TriggerRule | str | None = None,
-    timeout: float | None = None,
-    retries: int | None = None,
-) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
-def task(
-    fn: Callable[P, R] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    trigger_rule: TriggerRule | str | None = None,
-    timeout: float | None = None,
-    retries: int | None = None,
-) -> TaskFunction[P, R] | Callable[[Callable[P, R]], TaskFunction[P, R]]:
-    """Make a module-level function a workflow task. ``name`` defaults to the function's name;
-    ``retries`` is how many times a failed attempt is tried again; ``timeout`` is in seconds."""
-    options: dict[str, Any] = {"trigger_rule": trigger_rule, "timeout": timeout}
-    if retries is not None:
-        options["retry"] = {"max_attempts": retries + 1}
-    if name is not None:
-        options["name"] = name
-
-    def wrap(f: Callable[P, R]) -> TaskFunction[P, R]:
-        return TaskFunction(f, options)
-
-    return wrap(fn) if fn is not None else wrap
-
-
 class Workflow:
     """A ``@workflow`` function: :meth:`spec` builds its definition without running a task."""
 
@@ -141,18 +80,17 @@ class Workflow:
 
     def spec(self) -> dict[str, Any]:
         """The definition as plain data, the same a YAML or JSON file gives."""
-        if _BUILDING.get() is not None:
-            raise RuntimeError("a workflow cannot be built inside another workflow's body")
-        builder = _Builder()
-        token = _BUILDING.set(builder)
-        try:
+        builder = _Builder(self.head.get("queue", "default"))
+        with recording(builder):
             self.fn()
-        finally:
-            _BUILDING.reset(token)
         return {**self.head, "tasks": builder.tasks}
 
     def parse(self) -> WorkflowSpec:
         """The definition, validated (see ``tickwork.core.workflow_spec.parse_workflow``)."""
+        # Imported on use: ``import tickwork`` loads this module, and the validators pull in
+        # the cron libraries, which defining tasks and workflows never needs.
+        from tickwork.core.workflow_spec import parse_workflow
+
         return parse_workflow(self.spec())
 
     def __repr__(self) -> str:
@@ -170,6 +108,9 @@ def workflow(
     priority: int | None = None,
     tags: list[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
+    max_active_runs: int | None = None,
+    depends_on_past: bool | None = None,
+    callbacks: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Callable[[Callable[[], object]], Workflow]:
     """Make a function a workflow definition. ``schedule`` is ``"now"``, a cron expression
     (UTC) or a schedule object such as ``{"kind": "cron", "cron": "0 2 * * *", "timezone":
@@ -181,6 +122,9 @@ def workflow(
         "priority": priority,
         "tags": None if tags is None else list(tags),
         "metadata": None if metadata is None else dict(metadata),
+        "max_active_runs": max_active_runs,
+        "depends_on_past": depends_on_past,
+        "callbacks": None if callbacks is None else {k: dict(v) for k, v in callbacks.items()},
     }
 
     def wrap(fn: Callable[[], object]) -> Workflow:
@@ -198,13 +142,15 @@ def workflow(
 class _Builder:
     """The tasks a workflow body has called so far, as spec dicts."""
 
-    def __init__(self) -> None:
+    def __init__(self, queue: str) -> None:
         self.tasks: list[dict[str, Any]] = []
         self._names: set[str] = set()
+        self._queue = queue
 
     def add(
         self, fn: TaskFunction[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> TaskResult:
+        self._check_queue(fn)
         name = self._unique(fn.name)
         upstream: list[str] = []
         arguments = {
@@ -215,9 +161,17 @@ class _Builder:
             node["upstream"] = upstream
         if arguments:
             node["kwargs"] = arguments
-        node.update({k: _plain(v) for k, v in fn.options.items() if v is not None and k != "name"})
+        node.update(fn.policy.task_fields())
         self.tasks.append(node)
         return TaskResult(name)
+
+    def _check_queue(self, fn: TaskFunction[Any, Any]) -> None:
+        queue = fn.policy.queue
+        if queue is not None and queue != self._queue:
+            raise ValueError(
+                f"task {fn.name} asks for queue {queue!r}, but a workflow's tasks run on its "
+                f"queue ({self._queue!r}); pass @workflow(queue={queue!r})"
+            )
 
     def _unique(self, name: str) -> str:
         # Calling one task twice gives two nodes, as Airflow does: extract, extract__2, ...
@@ -261,23 +215,3 @@ def _bind(
         else:
             named[key] = value
     return named
-
-
-def _plain(value: object) -> object:
-    return value.value if isinstance(value, TriggerRule) else value
-
-
-def _target_of(fn: Callable[..., Any]) -> str:
-    """``module:function`` for a function a worker can import, else ``TypeError``."""
-    name = getattr(fn, "__qualname__", "")
-    module = getattr(fn, "__module__", None)
-    if not isinstance(module, str) or not name.isidentifier():
-        raise TypeError(
-            f"{name or fn!r} is not a module-level function; workers import tasks by "
-            "module:function, so define @task functions at the top level of a module"
-        )
-    if module == "__main__":
-        raise TypeError(
-            f"{name} is defined in __main__, which workers cannot import; move it into a module"
-        )
-    return f"{module}:{name}"

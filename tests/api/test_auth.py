@@ -39,6 +39,7 @@ RULES: dict[tuple[str, str], Scope] = {
     ("POST", "/api/v1/jobs"): Scope.WRITE,
     ("POST", "/api/v1/jobs/batch"): Scope.WRITE,
     ("PATCH", "/api/v1/jobs/{name}"): Scope.WRITE,
+    ("PUT", "/api/v1/jobs/{name}"): Scope.WRITE,
     ("DELETE", "/api/v1/jobs/{name}"): Scope.WRITE,
     ("POST", "/api/v1/jobs/{name}/trigger"): Scope.WRITE,
     ("POST", "/api/v1/jobs/{name}/pause"): Scope.WRITE,
@@ -50,6 +51,10 @@ RULES: dict[tuple[str, str], Scope] = {
     ("POST", "/api/v1/tokens"): Scope.ADMIN,
     ("GET", "/api/v1/tokens"): Scope.ADMIN,
     ("DELETE", "/api/v1/tokens/{token}"): Scope.ADMIN,
+    ("GET", "/api/v1/pools"): Scope.READ,
+    ("GET", "/api/v1/pools/{name}"): Scope.READ,
+    ("PUT", "/api/v1/pools/{name}"): Scope.ADMIN,
+    ("DELETE", "/api/v1/pools/{name}"): Scope.ADMIN,
 }
 AUTH_STATUSES = {401, 403}
 

@@ -102,18 +102,6 @@ async def test_a_body_that_is_not_an_object_is_refused(api: httpx2.AsyncClient) 
     assert error_of(r)["code"] == "validation_error"
 
 
-async def test_multi_task_job_is_refused_as_not_yet_supported(api: httpx2.AsyncClient) -> None:
-    tasks = [
-        {"kind": "shell", "name": "a", "argv": ["true"]},
-        {"kind": "shell", "name": "b", "argv": ["true"], "upstream": ["a"]},
-    ]
-    r = await api.post(f"{API}/jobs", json={**now_job("dag"), "task": None, "tasks": tasks})
-    assert r.status_code == 422
-    error = error_of(r)
-    assert error["field"].startswith("tasks")
-    assert "not yet supported" in error["message"]
-
-
 async def test_task_and_tasks_together_are_refused(api: httpx2.AsyncClient) -> None:
     body = {**now_job("both"), "tasks": [{"kind": "shell", "argv": ["true"]}]}
     r = await api.post(f"{API}/jobs", json=body)

@@ -39,10 +39,38 @@ async def client(sqlite_url: str) -> AsyncIterator[AsyncClient]:
 
 
 def test_task_records_the_import_path_and_policies() -> None:
-    assert tickwork.TaskPolicy("tests.fixtures.decorated:report", "reports", 2, 30) == (
-        decorated.report.__tickwork_task__  # type: ignore[attr-defined]
+    assert decorated.report.policy == tickwork.TaskPolicy(
+        "tests.fixtures.decorated:report", "reports", 2, 30
     )
-    assert decorated.report("d1") == {"day": "d1"}  # still the plain function
+    assert decorated.report("d1") == {"day": "d1"}  # called outside a workflow: the function
+    assert decorated.guarded.policy == tickwork.TaskPolicy(
+        "tests.fixtures.decorated:guarded",
+        pool="db",
+        pool_slots=2,
+        priority=7,
+        callbacks={"on_failure": {"kind": "http", "url": "https://hooks.example.org/x"}},
+    )
+
+
+def test_job_from_carries_pool_priority_and_callbacks() -> None:
+    job = tickwork.job_from(decorated.guarded, name="g")
+    assert job["task"] == {
+        "kind": "python",
+        "target": "tests.fixtures.decorated:guarded",
+        "kwargs": {},
+        "pool": "db",
+        "pool_slots": 2,
+        "priority": 7,
+        "callbacks": {"on_failure": {"kind": "http", "url": "https://hooks.example.org/x"}},
+    }
+    assert "queue" not in job
+
+
+def test_branch_names_the_downstreams_to_follow() -> None:
+    assert tickwork.branch("full_load", "audit") == {"$branch": ["full_load", "audit"]}
+    assert tickwork.branch() == {"$branch": []}
+    with pytest.raises(TypeError, match="names of direct downstream tasks"):
+        tickwork.branch("")
 
 
 def test_job_from_builds_the_python_task_body() -> None:

@@ -9,8 +9,24 @@ from typing import Any
 import pytest
 
 from tickwork.core.errors import ValidationError
-from tickwork.core.model import Job, RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
-from tickwork.core.validate import validate_job, validate_job_name, validate_task, validate_tasks
+from tickwork.core.model import (
+    Callback,
+    CallbackEvent,
+    Job,
+    Pool,
+    RetryPolicy,
+    Schedule,
+    ScheduleKind,
+    Task,
+    TaskKind,
+)
+from tickwork.core.validate import (
+    validate_job,
+    validate_job_name,
+    validate_pool,
+    validate_task,
+    validate_tasks,
+)
 
 NOW = datetime(2026, 6, 15, 12, tzinfo=UTC)
 
@@ -119,35 +135,168 @@ def test_validate_task_accepts_each_kind_and_normalizes() -> None:
     assert validate_task(replace(shell(), kind="shell")).kind is TaskKind.SHELL  # type: ignore[arg-type]
 
 
-def test_validate_tasks_needs_one_and_refuses_several_for_now() -> None:
+def test_validate_tasks_needs_one_and_accepts_a_dag() -> None:
     assert refusal(validate_tasks, ()) == ("tasks", "a job needs at least one task")
-    field, reason = refusal(validate_tasks, (shell("a"), shell("b")))
-    assert field == "tasks"
-    assert reason == (
-        "a job holds exactly one task for now; multi-task jobs (DAG workflows) are not yet "
-        "supported"
-    )
+    dag = (shell("a"), shell("b"), replace(shell("c"), upstream=("a", "b")))
+    assert validate_tasks(dag) == dag
 
 
 @pytest.mark.parametrize(
-    ("tasks", "field", "says"),
+    ("tasks", "field", "reason"),
     [
-        ((shell("a"), shell("a")), "tasks[1].name", "used twice"),
-        ((replace(shell("a"), upstream=("ghost",)),), "tasks[0].upstream", "'ghost' is not"),
-        ((replace(shell("a"), upstream=("a",)),), "tasks[0].upstream", "'a' is not another"),
         (
-            (replace(shell("a"), upstream=("b",)), replace(shell("b"), upstream=("a",))),
-            "tasks",
-            "cycle (a -> b -> a)",
+            (shell("a"), shell("a")),
+            "tasks[1].name",
+            "'a' is used twice; give each task its own name (task 'a')",
         ),
-        ((replace(shell("a"), upstream="b"),), "tasks[0].upstream", "list of task names"),  # type: ignore[arg-type]
+        (
+            (replace(shell("a"), upstream=("ghost",)),),
+            "tasks[0].upstream",
+            "'ghost' is not another task of this job; name one of ['a']",
+        ),
+        (
+            (shell("a"), replace(shell("join"), upstream=("a", "ghost"))),
+            "tasks[1].upstream",
+            "'ghost' is not another task of this job; name one of ['a', 'join'] (task 'join')",
+        ),
+        (
+            (replace(shell("a"), upstream=("a",)),),
+            "tasks[0].upstream",
+            "'a' is not another task of this job; name one of ['a']",
+        ),
+        (
+            (
+                replace(shell("a"), upstream=("c",)),
+                replace(shell("b"), upstream=("a",)),
+                replace(shell("c"), upstream=("b",)),
+            ),
+            "tasks",
+            "the tasks form a cycle (a -> b -> c -> a); upstreams must form a DAG",
+        ),
+        (
+            (replace(shell("a"), upstream="b"),),  # type: ignore[arg-type]
+            "tasks[0].upstream",
+            "must be a list of task names",
+        ),
+        (
+            (shell("a"), replace(shell("b"), config={"argv": []})),
+            "tasks[1].config.argv",
+            "must be a non-empty list of strings such as ['pg_dump', 'db'] (task 'b')",
+        ),
+        (
+            (
+                shell("a"),
+                shell("b"),
+                replace(python(target="m:f", kwargs={"x": {"$result": "b"}}), upstream=("a",)),
+            ),
+            "tasks[2].config.kwargs.x",
+            "uses the result of 'b', which is not an upstream of task 'main'; add it to upstream",
+        ),
     ],
 )
-def test_validate_tasks_checks_the_graph_before_the_one_task_rule(
-    tasks: tuple[Task, ...], field: str, says: str
+def test_validate_tasks_checks_the_graph_naming_the_tasks(
+    tasks: tuple[Task, ...], field: str, reason: str
 ) -> None:
-    got_field, reason = refusal(validate_tasks, tasks)
+    assert refusal(validate_tasks, tasks) == (field, reason)
+
+
+def test_a_result_reference_to_an_upstream_is_accepted_anywhere_in_the_config() -> None:
+    body = {"rows": [{"$result": "a"}], "meta": {"n": 1}}
+    hook = replace(http(url="https://example.org/load", method="POST", body=body), upstream=("a",))
+    assert validate_tasks((shell("a"), hook))[1].config["body"] == body
+
+
+# -- DAG fields: priority, pool, callbacks -----------------------------------------------------
+
+HOOK = {"kind": "http", "url": "https://hooks.example.org/x", "headers": {"X-Key": "k"}}
+
+
+def test_validate_task_accepts_priority_pool_and_callbacks() -> None:
+    task = replace(
+        shell(),
+        priority=-5,
+        pool="db.main",
+        pool_slots=2,
+        callbacks={"on_failure": HOOK, "on_retry": {"kind": "python", "target": "m.hooks:x"}},  # type: ignore[dict-item]
+    )
+    valid = validate_task(task)
+    assert (valid.priority, valid.pool, valid.pool_slots) == (-5, "db.main", 2)
+    assert valid.callbacks == {
+        CallbackEvent.ON_FAILURE: Callback(
+            TaskKind.HTTP, {"url": "https://hooks.example.org/x", "headers": {"X-Key": "k"}}
+        ),
+        CallbackEvent.ON_RETRY: Callback(TaskKind.PYTHON, {"target": "m.hooks:x"}),
+    }
+    hook = Callback(TaskKind.PYTHON, {"target": "m:f"})
+    assert validate_task(replace(shell(), callbacks={CallbackEvent.ON_SUCCESS: hook})).callbacks
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "says"),
+    [
+        ({"priority": 101}, "tasks[0].priority", "from -100 to 100"),
+        ({"priority": "high"}, "tasks[0].priority", "from -100 to 100"),
+        ({"priority": True}, "tasks[0].priority", "from -100 to 100"),
+        ({"pool": "has space"}, "tasks[0].pool", "is not a valid name"),
+        ({"pool": ""}, "tasks[0].pool", "is not a valid name"),
+        ({"pool_slots": 0}, "tasks[0].pool_slots", "1 or more"),
+        ({"pool_slots": 1.5}, "tasks[0].pool_slots", "1 or more"),
+        ({"callbacks": []}, "tasks[0].callbacks", "object with on_failure, on_success, on_retry"),
+        ({"callbacks": {"on_start": HOOK}}, "tasks[0].callbacks.on_start", "not a callback event"),
+        ({"callbacks": {"on_failure": "x"}}, "tasks[0].callbacks.on_failure", "an object"),
+        (
+            {"callbacks": {"on_failure": {"kind": "shell", "argv": ["x"]}}},
+            "tasks[0].callbacks.on_failure.kind",
+            "'shell' is not a callback kind; use http (url) or python (target)",
+        ),
+        (
+            {"callbacks": {"on_failure": {"kind": "http", "url": "ftp://x"}}},
+            "tasks[0].callbacks.on_failure.url",
+            "http:// or https:// URL",
+        ),
+        (
+            {"callbacks": {"on_failure": {"kind": "http"}}},
+            "tasks[0].callbacks.on_failure.url",
+            "http:// or https:// URL",
+        ),
+        (
+            {"callbacks": {"on_failure": {**HOOK, "method": "PUT"}}},
+            "tasks[0].callbacks.on_failure.method",
+            "is not a http callback setting; use url, headers",
+        ),
+        (
+            {"callbacks": {"on_failure": {**HOOK, "headers": {"X": 1}}}},
+            "tasks[0].callbacks.on_failure.headers",
+            "string values",
+        ),
+        (
+            {"callbacks": {"on_success": {"kind": "python", "target": "no colon"}}},
+            "tasks[0].callbacks.on_success.target",
+            "import path such as 'mypkg.tasks:hello'",
+        ),
+        (
+            {"callbacks": {"on_success": {"kind": "python", "target": "m:f", "kwargs": {}}}},
+            "tasks[0].callbacks.on_success.kwargs",
+            "use target",
+        ),
+    ],
+)
+def test_validate_task_refuses_bad_dag_fields(
+    changes: dict[str, Any], field: str, says: str
+) -> None:
+    got_field, reason = refusal(validate_task, replace(shell(), **changes))
     assert (got_field, says in reason) == (field, True), reason
+
+
+def test_validate_pool_checks_name_slots_and_description() -> None:
+    assert validate_pool(Pool("db", 4, "the main database")) == Pool("db", 4, "the main database")
+    assert refusal(validate_pool, Pool("a b", 1))[0] == "name"
+    assert refusal(validate_pool, Pool("db", 0)) == (
+        "slots",
+        "must be a whole number from 1 to 1000000",
+    )
+    assert refusal(validate_pool, Pool("db", True))[0] == "slots"
+    assert refusal(validate_pool, Pool("db", 1, "x" * 1001))[0] == "description"
 
 
 # -- jobs ------------------------------------------------------------------------------------
@@ -167,6 +316,11 @@ def test_validate_job_returns_the_normalized_job() -> None:
     assert valid.tasks[0].config["method"] == "GET"
     assert valid.tags == ("nightly", "db")
     assert valid.metadata == {"owner": "data", "limits": [1, 2.5]}
+    policies = validate_job(
+        a_job(max_active_runs=1, depends_on_past=True, callbacks={"on_success": HOOK}), NOW
+    )
+    assert (policies.max_active_runs, policies.depends_on_past) == (1, True)
+    assert policies.callbacks[CallbackEvent.ON_SUCCESS].config["url"] == HOOK["url"]
 
 
 @pytest.mark.parametrize(
@@ -188,6 +342,15 @@ def test_validate_job_returns_the_normalized_job() -> None:
         ({"metadata": {"when": NOW}}, "metadata.when", "not JSON"),
         ({"metadata": {1: "x"}}, "metadata", "must be a string"),
         ({"metadata": []}, "metadata", "JSON object"),
+        ({"max_active_runs": 0}, "max_active_runs", "1 or more, or null"),
+        ({"max_active_runs": "2"}, "max_active_runs", "1 or more, or null"),
+        ({"depends_on_past": "yes"}, "depends_on_past", "true or false"),
+        ({"callbacks": {"on_fail": HOOK}}, "callbacks.on_fail", "use on_failure"),
+        (
+            {"callbacks": {"on_failure": {"kind": "python"}}},
+            "callbacks.on_failure.target",
+            "import path",
+        ),
     ],
 )
 def test_validate_job_refuses_naming_the_field(

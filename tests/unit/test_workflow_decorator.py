@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+import tickwork
 from tickwork.core.errors import ValidationError
+from tickwork.core.model import CallbackEvent
 from tickwork.core.workflow_spec import parse_workflow
 from tickwork.runtime.targets import resolve_target
 from tickwork.workflow import TaskResult, Workflow, task, workflow
@@ -239,3 +241,83 @@ def test_a_workflow_takes_no_arguments_and_does_not_nest() -> None:
 
     with pytest.raises(RuntimeError, match="inside another workflow"):
         outer.spec()
+
+
+# -- one decorator, standalone and in workflows ------------------------------------------------
+
+
+@tickwork.task(retries=1, pool="db", pool_slots=2, priority=9, queue="etl")
+def dump(table: str) -> dict[str, int]:
+    return {"rows": len(table)}
+
+
+@tickwork.task(callbacks={"on_failure": {"kind": "python", "target": "m.hooks:alert"}})
+def publish(counts: list[dict[str, int]]) -> None:
+    return None
+
+
+def test_the_one_task_decorator_is_exported_from_both_modules() -> None:
+    assert tickwork.task is task
+    assert tickwork.workflow is workflow
+    assert isinstance(dump, tickwork.TaskFunction)
+
+
+def test_a_task_is_a_standalone_job_and_a_workflow_node_alike() -> None:
+    job = tickwork.job_from(dump, name="dump", kwargs={"table": "users"})
+    assert job["queue"] == "etl"
+    assert job["task"] == {
+        "kind": "python",
+        "target": f"{MODULE}:dump",
+        "kwargs": {"table": "users"},
+        "retry": {"max_attempts": 2},
+        "pool": "db",
+        "pool_slots": 2,
+        "priority": 9,
+    }
+
+    @workflow(schedule="now", queue="etl", max_active_runs=1, depends_on_past=True)
+    def nightly() -> None:
+        publish([dump("users"), dump(table="orders")])
+
+    spec = nightly.spec()
+    assert (spec["max_active_runs"], spec["depends_on_past"], spec["queue"]) == (1, True, "etl")
+    first, second, last = spec["tasks"]
+    assert first == {
+        "name": "dump",
+        "kind": "python",
+        "target": f"{MODULE}:dump",
+        "kwargs": {"table": "users"},
+        "retry": {"max_attempts": 2},
+        "pool": "db",
+        "pool_slots": 2,
+        "priority": 9,
+    }
+    assert (second["name"], second["kwargs"]) == ("dump__2", {"table": "orders"})
+    assert last["upstream"] == ["dump", "dump__2"]
+    assert last["kwargs"] == {"counts": [{"$result": "dump"}, {"$result": "dump__2"}]}
+    assert last["callbacks"] == {"on_failure": {"kind": "python", "target": "m.hooks:alert"}}
+    parsed = nightly.parse()
+    assert (parsed.tasks[0].pool, parsed.tasks[0].pool_slots) == ("db", 2)
+    assert parsed.tasks[2].upstream == ("dump", "dump__2")
+
+
+def test_a_task_asking_for_another_queue_than_its_workflows_is_refused() -> None:
+    @workflow(schedule="now")
+    def elsewhere() -> None:
+        dump("users")
+
+    with pytest.raises(
+        ValueError, match=r"task dump asks for queue 'etl'.*@workflow\(queue='etl'\)"
+    ):
+        elsewhere.spec()
+
+
+def test_workflow_callbacks_reach_the_spec() -> None:
+    hook = {"kind": "http", "url": "https://hooks.example.org/etl"}
+
+    @workflow(schedule="now", callbacks={"on_failure": hook})
+    def hooked() -> None:
+        extract_users()
+
+    assert hooked.spec()["callbacks"] == {"on_failure": hook}
+    assert hooked.parse().callbacks[CallbackEvent.ON_FAILURE].config == {"url": hook["url"]}

@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 
 from tickwork.core.errors import ValidationError
-from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind, TriggerRule
+from tickwork.core.model import (
+    Callback,
+    CallbackEvent,
+    RetryPolicy,
+    Schedule,
+    ScheduleKind,
+    Task,
+    TaskKind,
+    TriggerRule,
+)
 from tickwork.core.validate import validate_tasks
 from tickwork.core.workflow_spec import WorkflowSpec, parse_workflow
 
@@ -218,15 +227,68 @@ def test_a_result_reference_must_name_an_upstream() -> None:
         "kwargs": {"rows": [{"$result": "a"}, {"$result": "b"}]},
     }
     field, reason = refusal(with_tasks(sh("a"), sh("b"), join))
-    assert field == "tasks[2].kwargs.rows"
+    assert field == "tasks[2].kwargs.rows[1]"
     assert (
         reason
         == "uses the result of 'b', which is not an upstream of task 'join'; add it to upstream"
     )
 
 
-def test_validate_tasks_accepts_a_dag_only_when_asked() -> None:
+def test_validate_tasks_accepts_a_dag() -> None:
     tasks = parse_workflow(with_tasks(sh("a"), sh("b", "a"))).tasks
-    assert validate_tasks(tasks, allow_dag=True) == tasks
-    with pytest.raises(ValidationError, match="not yet supported"):
-        validate_tasks(tasks)
+    assert validate_tasks(tasks) == tasks
+
+
+def test_parse_workflow_reads_the_dag_fields() -> None:
+    hook = {"kind": "http", "url": "https://hooks.example.org/etl"}
+    data = etl()
+    data["tasks"][0].update(priority=7, pool="db", pool_slots=2)
+    data["tasks"][2]["callbacks"] = {"on_retry": {"kind": "python", "target": "m.hooks:retry"}}
+    data.update(max_active_runs=1, depends_on_past=True, callbacks={"on_failure": hook})
+    spec = parse_workflow(data)
+    first, join = spec.tasks[0], spec.tasks[2]
+    assert (first.priority, first.pool, first.pool_slots) == (7, "db", 2)
+    assert first.config == {"target": "pipelines.etl:extract_users"}  # not settings
+    assert join.callbacks == {
+        CallbackEvent.ON_RETRY: Callback(TaskKind.PYTHON, {"target": "m.hooks:retry"})
+    }
+    assert (spec.max_active_runs, spec.depends_on_past) == (1, True)
+    assert spec.callbacks == {
+        CallbackEvent.ON_FAILURE: Callback(TaskKind.HTTP, {"url": hook["url"]})
+    }
+    defaults = parse_workflow(with_tasks(sh("a")))
+    assert (defaults.max_active_runs, defaults.depends_on_past, defaults.callbacks) == (
+        None,
+        False,
+        {},
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "says"),
+    [
+        (with_tasks(sh("a"), sh("b", "a", pool="no space")), "tasks[1].pool", "(task 'b')"),
+        (with_tasks(sh("a", pool_slots=0)), "tasks[0].pool_slots", "1 or more (task 'a')"),
+        (with_tasks(sh("a", priority="high")), "tasks[0].priority", "-100 to 100 (task 'a')"),
+        (
+            with_tasks(sh("a", callbacks={"on_failure": {"kind": "http", "url": "nope"}})),
+            "tasks[0].callbacks.on_failure.url",
+            "http:// or https:// URL",
+        ),
+        (
+            with_tasks(sh("a", callbacks={"on_done": {"kind": "http", "url": "https://x.org"}})),
+            "tasks[0].callbacks.on_done",
+            "is not a callback event; use on_failure, on_success, on_retry (task 'a')",
+        ),
+        ({**with_tasks(sh("a")), "max_active_runs": 0}, "max_active_runs", "1 or more"),
+        ({**with_tasks(sh("a")), "depends_on_past": 1}, "depends_on_past", "true or false"),
+        (
+            {**with_tasks(sh("a")), "callbacks": {"on_success": {"kind": "python"}}},
+            "callbacks.on_success.target",
+            "import path",
+        ),
+    ],
+)
+def test_parse_workflow_refuses_bad_dag_fields(data: object, field: str, says: str) -> None:
+    got_field, reason = refusal(data)
+    assert (got_field, says in reason) == (field, True), reason

@@ -12,7 +12,7 @@ from tickwork.api.auth import Security, install_auth, requires
 from tickwork.api.deps import CheckedParameters
 from tickwork.api.errors import install_error_handlers
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
-from tickwork.api.routers import health, read, tokens, write
+from tickwork.api.routers import health, pools, read, tokens, write
 from tickwork.api.schemas import ErrorRead
 from tickwork.api.text import mark_parameters
 from tickwork.app.services import Services
@@ -21,8 +21,8 @@ from tickwork.ports import Scope
 API_PREFIX = "/api/v1"
 DOCS_URL = f"{API_PREFIX}/docs"
 
-#: Which routers an app serves: ``write`` (jobs, runs' actions, tokens), ``read`` (search,
-#: detail, logs, previews), or ``all``. Health checks are in every one.
+#: Which routers an app serves: ``write`` (jobs, runs' actions, tokens, pool changes), ``read``
+#: (search, detail, logs, previews, pools), or ``all``. Health checks are in every one.
 Role = Literal["write", "read", "all"]
 
 #: Documented on every API route: the one error shape.
@@ -30,7 +30,7 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     400: {"model": ErrorRead, "description": "A body that cannot be read (not UTF-8, say)."},
     401: {"model": ErrorRead, "description": "No bearer token, or an unknown or revoked one."},
     403: {"model": ErrorRead, "description": "The token's scope is too small."},
-    404: {"model": ErrorRead, "description": "No such job, run or task run."},
+    404: {"model": ErrorRead, "description": "No such job, run, task run or pool."},
     409: {"model": ErrorRead, "description": "Conflicts with stored state."},
     413: {"model": ErrorRead, "description": "The request body is over the size limit."},
     422: {"model": ErrorRead, "description": "Invalid input; `field` names it."},
@@ -49,7 +49,8 @@ def create_app(
 
     Every route but ``/healthz`` and ``/readyz`` needs a bearer token (``security``; by
     default, tokens and idempotency keys in the services' store): ``read`` routes a
-    ``read`` token, ``write`` routes a ``write`` token, token management an ``admin`` one.
+    ``read`` token, ``write`` routes a ``write`` token, token management and pool changes an
+    ``admin`` one.
 
     The OpenAPI document is at ``/api/v1/openapi.json``; Swagger UI at ``/api/v1/docs``, with
     its assets served by the app itself from the ``fastapi-offline`` package (no CDN: tickwork
@@ -82,13 +83,21 @@ def create_app(
             responses=_ERRORS,
             dependencies=[requires(Scope.READ), CheckedParameters],
         )
-    if role in ("write", "all"):
+    if role in ("read", "all"):
         app.include_router(
-            tokens.router,
+            pools.read_router,
             prefix=API_PREFIX,
             responses=_ERRORS,
-            dependencies=[requires(Scope.ADMIN), CheckedParameters],
+            dependencies=[requires(Scope.READ), CheckedParameters],
         )
+    if role in ("write", "all"):
+        for router in (tokens.router, pools.admin_router):
+            app.include_router(
+                router,
+                prefix=API_PREFIX,
+                responses=_ERRORS,
+                dependencies=[requires(Scope.ADMIN), CheckedParameters],
+            )
     app.include_router(health.router)
     _publish_text_rule(app)
     install_error_handlers(app)

@@ -21,7 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from tickwork.api.errors import error_response
 from tickwork.app.services import Services, utc_now
 from tickwork.app.tokens import TokenService
-from tickwork.core.model import TaskKind
+from tickwork.core.model import Callbacks, Task, TaskKind
 from tickwork.ports import ApiToken, IdempotencyStore, Scope
 
 #: Task kinds that run code of the job's author on workers: only ``admin`` may save them.
@@ -108,6 +108,18 @@ def require_task_scope(token: ApiToken, kinds: Iterable[TaskKind]) -> None:
     code = sorted(CODE_TASKS.intersection(kinds))
     if code:
         require_scope(token, Scope.ADMIN, f"to save {' or '.join(code)} tasks")
+
+
+def require_job_scope(
+    token: ApiToken, tasks: Iterable[Task], job_callbacks: Iterable[Callbacks] = ()
+) -> None:
+    """``admin`` for jobs that run code on workers: ``shell`` or ``python`` tasks, or
+    ``python`` callbacks (of a task or of the job)."""
+    tasks = list(tasks)
+    require_task_scope(token, (t.kind for t in tasks))
+    hooks = [*(t.callbacks for t in tasks), *job_callbacks]
+    if any(hook.kind in CODE_TASKS for callbacks in hooks for hook in callbacks.values()):
+        require_scope(token, Scope.ADMIN, "to save python callbacks")
 
 
 async def current_token(request: Request) -> ApiToken:

@@ -18,13 +18,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tickwork.api.schemas.error import ErrorDetail, ErrorItem, ErrorRead
 from tickwork.core.errors import Conflict, NotFound, ValidationError
-from tickwork.core.model import TaskKind
+from tickwork.core.model import CallbackEvent, TaskKind
 
 log = logging.getLogger("tickwork.api")
 
 #: Where a request value came from; not part of the field path a user sees.
 _LOC_SOURCES = frozenset({"body", "query", "path", "header", "cookie"})
 _TASK_TAGS = frozenset(k.value for k in TaskKind)
+_HOOK_TAGS = frozenset({TaskKind.HTTP.value, TaskKind.PYTHON.value})
+_EVENTS = frozenset(e.value for e in CallbackEvent)
 _TAG_ERRORS = frozenset({"union_tag_invalid", "union_tag_not_found"})
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
@@ -57,11 +59,14 @@ def error_response(
 
 
 def dotted(loc: Sequence[str | int]) -> str | None:
-    """``("body", "jobs", 3, "task", "shell", "argv")`` → ``jobs[3].task.argv``."""
+    """``("body", "jobs", 3, "task", "shell", "argv")`` → ``jobs[3].task.argv``; the same for
+    a callback's kind (``callbacks.on_failure.http.url`` → ``callbacks.on_failure.url``)."""
     path = ""
     prev: str | int | None = None
     for part in loc:
-        is_tag = part in _TASK_TAGS and (prev == "task" or isinstance(prev, int))
+        is_tag = (part in _TASK_TAGS and (prev == "task" or isinstance(prev, int))) or (
+            part in _HOOK_TAGS and prev in _EVENTS
+        )
         if (prev is None and part in _LOC_SOURCES) or is_tag:
             prev = part
             continue
@@ -137,8 +142,9 @@ def _item(error: Any) -> ErrorItem:
         loc = loc[:-2]
     field = dotted(loc)
     if error.get("type") in _TAG_ERRORS:
+        tags = _HOOK_TAGS if loc and loc[-1] in _EVENTS else _TASK_TAGS
         field = f"{field}.kind" if field else "kind"
-        return ErrorItem(field=field, message=f"must be one of: {', '.join(sorted(_TASK_TAGS))}")
+        return ErrorItem(field=field, message=f"must be one of: {', '.join(sorted(tags))}")
     if error.get("type") == "json_invalid":
         return ErrorItem(field=None, message=f"malformed JSON body: {error.get('msg')}")
     return ErrorItem(field=field, message=str(error.get("msg", "invalid value")))

@@ -19,7 +19,20 @@ from tickwork.core.validate import validate_job
 #: The fields of a Job a ``PATCH`` may change. Name, identity, pause state and cron
 #: bookkeeping are not among them (pause and resume have their own commands).
 UPDATABLE_FIELDS = frozenset(
-    {"schedule", "tasks", "retry", "timeout", "queue", "priority", "catchup", "tags", "metadata"}
+    {
+        "schedule",
+        "tasks",
+        "retry",
+        "timeout",
+        "queue",
+        "priority",
+        "catchup",
+        "tags",
+        "metadata",
+        "max_active_runs",
+        "depends_on_past",
+        "callbacks",
+    }
 )
 #: The environment variable a shell task reads a manual run's params from, as JSON.
 PARAMS_ENV = "TICKWORK_PARAMS"

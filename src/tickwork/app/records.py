@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tickwork.core.model import Job, LogChunk, RetryPolicy, RunState, Schedule, Task
+from tickwork.core.model import Callbacks, Job, LogChunk, RetryPolicy, RunState, Schedule, Task
 
 #: Run states after which nothing more happens to a run (until a manual retry).
 FINISHED_RUN_STATES: frozenset[RunState] = frozenset(
@@ -28,6 +28,9 @@ class JobSpec:
     catchup: bool = False
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    max_active_runs: int | None = None
+    depends_on_past: bool = False
+    callbacks: Callbacks = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 from typing import Any, TypeAlias, TypeVar
 
 from tickwork.app.job_changes import changed_job, with_params
+from tickwork.app.pools import PoolService
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
+from tickwork.app.targets import check_targets
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (
     Job,
@@ -23,7 +25,6 @@ from tickwork.core.model import (
     RunTrigger,
     Schedule,
     ScheduleKind,
-    TaskKind,
     TaskRun,
     TaskRunState,
 )
@@ -43,7 +44,6 @@ from tickwork.ports import (
     Store,
     TimeWindow,
 )
-from tickwork.security.ssrf import TargetRefused
 
 #: What ``list_runs(state=...)`` accepts: a run state, or ``dead`` for dead-lettered runs.
 RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
@@ -90,6 +90,12 @@ class Services:
         self._rand = rand
         self._make_id = make_id
         self._url_guard = url_guard
+        # Pools (operator settings), and the check that jobs name only existing ones.
+        self.pools = PoolService(store, clock)
+
+    def now(self) -> datetime:
+        """The services' clock."""
+        return self._clock()
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -118,7 +124,7 @@ class Services:
         ]
         jobs = [job for job, _ in items]
         _refuse_duplicate_names(jobs, len(specs))
-        await self.check_targets(jobs)
+        await self.check_jobs(jobs)
         await self.store.create_jobs(items, None if receipt is None else receipt(jobs))
         await self._after_create([run for _, runs in items for run in runs])
         return jobs
@@ -157,7 +163,7 @@ class Services:
         runs: list[NewRun] = []
         if rescheduled:
             job, runs = self._first_runs(job, now)
-        await self.check_targets([job])
+        await self.check_jobs([job])
         if not await self.store.update_job(job, current.updated_at, rescheduled, runs):
             raise Conflict("job", f"job {name!r} changed meanwhile; read it again and retry")
         await self._after_create(runs)
@@ -350,23 +356,12 @@ class Services:
             return False
         return True
 
-    async def check_targets(self, jobs: Sequence[Job]) -> None:
-        """Refuse http tasks whose URL the SSRF guard forbids (``ValidationError`` on the url).
-
-        ``url_guard`` raises ``TargetRefused``; without one, every URL is accepted.
-        """
-        if self._url_guard is None:
-            return
-        for i, job in enumerate(jobs):
-            where = f"jobs[{i}]." if len(jobs) > 1 else ""
-            for j, task in enumerate(job.tasks):
-                url = task.config.get("url")
-                if task.kind is not TaskKind.HTTP or not isinstance(url, str):
-                    continue
-                try:
-                    await self._url_guard(url)
-                except TargetRefused as e:
-                    raise ValidationError(f"{where}tasks[{j}].config.url", str(e)) from None
+    async def check_jobs(self, jobs: Sequence[Job]) -> None:
+        """What saving valid jobs needs besides the core's checks: every URL they call passes
+        the SSRF guard, every pool they name exists and is large enough. ``ValidationError``
+        on the field otherwise."""
+        await check_targets(self._url_guard, jobs)
+        await self.pools.check_jobs(jobs)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -396,6 +391,9 @@ class Services:
             catchup=spec.catchup,
             tags=spec.tags,
             metadata=spec.metadata,
+            max_active_runs=spec.max_active_runs,
+            depends_on_past=spec.depends_on_past,
+            callbacks=spec.callbacks,
         )
 
     def _first_runs(self, job: Job, now: datetime) -> tuple[Job, list[NewRun]]:

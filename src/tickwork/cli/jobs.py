@@ -1,4 +1,4 @@
-"""``tickwork job ...``: add, list, show, trigger, pause, resume and delete jobs."""
+"""``tickwork job ...``: add, apply, list, show, trigger, pause, resume and delete jobs."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from tickwork.cli.common import (
     connect,
     reported_errors,
 )
+from tickwork.cli.job_apply import apply
 from tickwork.cli.job_input import JobFlags, job_input
-from tickwork.cli.output import emit, print_fields, print_json, print_table, when
+from tickwork.cli.output import emit, print_fields, print_json, print_line, print_table, when
 from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
+app.command("apply")(apply)
 
 NameArg = Annotated[str, typer.Argument(help="The job's name.")]
 _SCHEDULE = "Schedule (exactly one)"
@@ -149,7 +151,7 @@ def list_jobs(
         print_json(page)
         return
     rows = [
-        (j["name"], describe_schedule(j["schedule"]), _describe_tasks(j["tasks"]),
+        (j["name"], describe_schedule(j["schedule"]), _summarize_tasks(j["tasks"]),
          j["paused"], when(j["next_fire_at"]))
         for j in page["jobs"]
     ]  # fmt: skip
@@ -175,12 +177,15 @@ def show(
             "name": job["name"],
             "id": job["id"],
             "schedule": describe_schedule(job["schedule"]),
-            "task": _describe_tasks(job["tasks"]),
+            "task": _summarize_tasks(job["tasks"]),
             "retry": _describe_retry(job["retry"]),
             "timeout": f"{job['timeout']}s" if job["timeout"] is not None else None,
             "queue": job["queue"],
             "priority": job["priority"],
             "catchup": job["catchup"],
+            "max active runs": job["max_active_runs"],
+            "depends on past": job["depends_on_past"],
+            "callbacks": sorted(job["callbacks"]),
             "paused": job["paused"],
             "upcoming": [when(f["local"]) for f in fires],
             "last fire": when(job["last_fire_at"]),
@@ -188,6 +193,9 @@ def show(
             "created": when(job["created_at"]),
         }
     )
+    if len(job["tasks"]) > 1:
+        for task in job["tasks"]:
+            print_line(f"  {_describe_node(task)}")
 
 
 @app.command("trigger")
@@ -252,8 +260,22 @@ def _describe_retry(retry: RetryInfo) -> str:
     return f"{attempts} attempts, first retry after {retry['initial_delay']}s"
 
 
-def _describe_tasks(tasks: list[TaskInfo]) -> str:
-    return "; ".join(_describe_task(t) for t in tasks)
+def _summarize_tasks(tasks: list[TaskInfo]) -> str:
+    if len(tasks) == 1:
+        return _describe_task(tasks[0])
+    return f"workflow of {len(tasks)} tasks"
+
+
+def _describe_node(task: TaskInfo) -> str:
+    """``join [python: m:join] <- a, b (none_failed) pool db``: one task of a workflow."""
+    text = f"{task['name']} [{_describe_task(task)}]"
+    if task["upstream"]:
+        text += f" <- {', '.join(task['upstream'])}"
+        if task["trigger_rule"] != "all_success":
+            text += f" ({task['trigger_rule']})"
+    if task["pool"]:
+        text += f" pool {task['pool']}"
+    return text
 
 
 def _describe_task(task: TaskInfo) -> str:

@@ -1,11 +1,11 @@
-"""The ``tickwork`` command: ``up`` plus client commands for jobs, runs and schedules."""
+"""The ``tickwork`` command: ``up`` plus client commands for jobs, runs, pools and schedules."""
 
 from __future__ import annotations
 
 import typer
 
 from tickwork import __version__
-from tickwork.cli import cluster, jobs, runs, schedule, tokens
+from tickwork.cli import cluster, jobs, pools, runs, schedule, tokens
 from tickwork.cli.api import api
 from tickwork.cli.up import up
 
@@ -24,6 +24,7 @@ app.command("status")(cluster.status)
 app.add_typer(cluster.db, name="db")
 app.add_typer(jobs.app, name="job")
 app.add_typer(runs.app, name="run")
+app.add_typer(pools.app, name="pool")
 app.add_typer(schedule.app, name="schedule")
 app.add_typer(tokens.app, name="token")
 app.callback()(tokens.token_option)

@@ -12,8 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-#: The key of an object that stands for an upstream task's result.
-RESULT_REF = "$result"
+from tickwork.core.refs import RESULT_REF
+
 #: The default size limit of one result, as JSON text.
 MAX_RESULT_BYTES = 64 * 1024
 
@@ -31,17 +31,6 @@ def resolve_results(value: Any, inputs: Mapping[str, Any]) -> Any:
     if isinstance(value, list | tuple):
         return [resolve_results(item, inputs) for item in value]
     return value
-
-
-def result_refs(value: Any) -> set[str]:
-    """The task names that ``{"$result": name}`` objects in ``value`` refer to."""
-    if isinstance(value, Mapping):
-        if len(value) == 1 and RESULT_REF in value and isinstance(value[RESULT_REF], str):
-            return {value[RESULT_REF]}
-        return set().union(*(result_refs(item) for item in value.values()))
-    if isinstance(value, list | tuple):
-        return set().union(*(result_refs(item) for item in value))
-    return set()
 
 
 def encode_result(value: Any, limit: int = MAX_RESULT_BYTES) -> str | None:

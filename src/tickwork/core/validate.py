@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -12,11 +13,22 @@ from urllib.parse import urlsplit
 
 from tickwork.core.dag import cycle_error, find_cycle
 from tickwork.core.errors import ValidationError
-from tickwork.core.model import Job, Task, TaskKind, TriggerRule
+from tickwork.core.model import (
+    Callback,
+    CallbackEvent,
+    Job,
+    Pool,
+    Task,
+    TaskKind,
+    TriggerRule,
+)
+from tickwork.core.refs import RESULT_REF
 from tickwork.core.retry import validate_retry
 from tickwork.core.schedule import validate_schedule
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
+#: A job, task or pool name, for JSON Schema (``^…$``: JSON Schema patterns are unanchored).
+NAME_PATTERN = rf"^{_NAME.pattern}$"
 _QUEUE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _TARGET = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}", re.ASCII)
@@ -30,6 +42,10 @@ _MAX_TIMEOUT = 7 * 24 * 3600.0
 _MAX_TAGS, _MAX_TAG = 32, 64
 _MAX_DEPTH = 64  # nesting of JSON values; deeper is refused rather than recursed into
 _TRIGGER_RULES = frozenset(rule.value for rule in TriggerRule)
+_EVENTS = frozenset(event.value for event in CallbackEvent)
+_CALLBACK_KEYS = {TaskKind.HTTP: ("url", "headers"), TaskKind.PYTHON: ("target",)}
+MAX_SLOTS = 1_000_000
+_MAX_DESCRIPTION = 1000
 
 
 def validate_job_name(name: str, field: str = "name") -> str:
@@ -54,8 +70,10 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
         raise ValidationError(
             "queue", f"{job.queue!r} is not a queue name; use 1-64 of a-z, 0-9, '_' or '-'"
         )
-    if not _is_int(job.priority) or not -100 <= job.priority <= 100:
-        raise ValidationError("priority", "must be a whole number from -100 to 100")
+    _priority(job.priority, "priority")
+    validate_max_active_runs(job.max_active_runs)
+    if not isinstance(job.depends_on_past, bool):
+        raise ValidationError("depends_on_past", "must be true or false")
     return replace(
         job,
         schedule=schedule,
@@ -63,46 +81,96 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
         retry=validate_retry(job.retry, "retry"),
         tags=_tags(job.tags),
         metadata=_json_object(job.metadata, "metadata"),
+        callbacks=validate_callbacks(job.callbacks, "callbacks"),
     )
 
 
-def validate_tasks(tasks: Sequence[Task], *, allow_dag: bool = False) -> tuple[Task, ...]:
-    """Check each task and the graph they form (unique names, known upstreams, no cycle).
+def validate_max_active_runs(value: object, field: str = "max_active_runs") -> int | None:
+    """How many runs of a job may be unfinished at once: a whole number from 1, or ``None``
+    (no limit)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(field, "must be a whole number of 1 or more, or null for no limit")
+    return value
 
-    Without ``allow_dag`` a job holds exactly one task: the engine does not execute DAGs yet.
-    Workflow definitions (``tickwork.core.workflow_spec``) pass ``allow_dag=True``.
-    """
+
+def validate_pool(pool: Pool) -> Pool:
+    """A pool's name (as a job name), its slots (1 to a million) and a short description."""
+    validate_job_name(pool.name)
+    if not _is_int(pool.slots) or not 1 <= pool.slots <= MAX_SLOTS:
+        raise ValidationError("slots", f"must be a whole number from 1 to {MAX_SLOTS}")
+    if not isinstance(pool.description, str) or len(pool.description) > _MAX_DESCRIPTION:
+        raise ValidationError(
+            "description", f"must be a string of at most {_MAX_DESCRIPTION} characters"
+        )
+    return pool
+
+
+def validate_tasks(tasks: Sequence[Task]) -> tuple[Task, ...]:
+    """Check each task and the graph they form: unique names, known upstreams, no cycle, and
+    ``{"$result": task}`` references only to upstreams. In a job of several tasks an error
+    about one task also names it: ``(task 'join')``."""
     if isinstance(tasks, str | bytes) or not isinstance(tasks, Sequence) or not tasks:
         raise ValidationError("tasks", "a job needs at least one task")
-    checked = tuple(validate_task(task, f"tasks[{i}]") for i, task in enumerate(tasks))
-    _check_graph(checked)
-    if len(checked) > 1 and not allow_dag:
-        raise ValidationError(
-            "tasks",
-            "a job holds exactly one task for now; multi-task jobs (DAG workflows) are not "
-            "yet supported",
-        )
-    return checked
-
-
-def _check_graph(tasks: tuple[Task, ...]) -> None:
-    index: dict[str, int] = {}
+    checked: list[Task] = []
     for i, task in enumerate(tasks):
-        if task.name in index:
-            raise ValidationError(
-                f"tasks[{i}].name", f"{task.name!r} is used twice; give each task its own name"
-            )
-        index[task.name] = i
-    for i, task in enumerate(tasks):
-        for up in task.upstream:
-            if up not in index or up == task.name:
+        with _about(task, len(tasks)):
+            checked.append(validate_task(task, f"tasks[{i}]"))
+    names = {task.name for task in checked}
+    seen: set[str] = set()
+    for i, task in enumerate(checked):
+        with _about(task, len(tasks)):
+            if task.name in seen:
                 raise ValidationError(
-                    f"tasks[{i}].upstream",
-                    f"{up!r} is not another task of this job; name one of {sorted(index)}",
+                    f"tasks[{i}].name", f"{task.name!r} is used twice; give each task its own name"
                 )
-    cycle = find_cycle(tasks)
+            seen.add(task.name)
+            _check_edges(task, f"tasks[{i}]", names)
+    cycle = find_cycle(checked)
     if cycle:
         raise cycle_error(cycle)
+    return tuple(checked)
+
+
+def _check_edges(task: Task, field: str, names: Collection[str]) -> None:
+    for up in task.upstream:
+        if up not in names or up == task.name:
+            raise ValidationError(
+                f"{field}.upstream",
+                f"{up!r} is not another task of this job; name one of {sorted(names)}",
+            )
+    for path, ref in _result_refs(task.config, f"{field}.config"):
+        if ref not in task.upstream:
+            raise ValidationError(
+                path,
+                f"uses the result of {ref!r}, which is not an upstream of task {task.name!r}; "
+                "add it to upstream",
+            )
+
+
+@contextmanager
+def _about(task: Task, total: int) -> Iterator[None]:
+    """Add the task's name to an error about it, when the job has several tasks and the
+    reason does not name it already."""
+    try:
+        yield
+    except ValidationError as e:
+        name = getattr(task, "name", None)
+        if total < 2 or not isinstance(name, str) or f"task {name!r}" in e.reason:
+            raise
+        raise ValidationError(e.field, f"{e.reason} (task {name!r})") from None
+
+
+def _result_refs(value: object, field: str) -> list[tuple[str, str]]:
+    """Every ``{"$result": name}`` in a task's config, with where it sits."""
+    if isinstance(value, Mapping):
+        if set(value) == {RESULT_REF}:
+            return [(field, str(value[RESULT_REF]))]
+        return [ref for k, v in value.items() for ref in _result_refs(v, f"{field}.{k}")]
+    if isinstance(value, list | tuple):
+        return [ref for i, v in enumerate(value) for ref in _result_refs(v, f"{field}[{i}]")]
+    return []
 
 
 # -- tasks -----------------------------------------------------------------------------------
@@ -124,9 +192,87 @@ def validate_task(task: Task, field: str = "tasks[0]") -> Task:
     _timeout(task.timeout, f"{field}.timeout")
     retry = None if task.retry is None else validate_retry(task.retry, f"{field}.retry")
     rule = _trigger_rule(task.trigger_rule, f"{field}.trigger_rule")
+    if task.priority is not None:
+        _priority(task.priority, f"{field}.priority")
+    if task.pool is not None:
+        validate_job_name(task.pool, f"{field}.pool")
+    if not _is_int(task.pool_slots) or not 1 <= task.pool_slots <= MAX_SLOTS:
+        raise ValidationError(f"{field}.pool_slots", "must be a whole number of 1 or more")
     return replace(
-        task, kind=kind, config=config, upstream=tuple(upstream), retry=retry, trigger_rule=rule
+        task,
+        kind=kind,
+        config=config,
+        upstream=tuple(upstream),
+        retry=retry,
+        trigger_rule=rule,
+        callbacks=validate_callbacks(task.callbacks, f"{field}.callbacks"),
     )
+
+
+def _priority(value: object, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not -100 <= value <= 100:
+        raise ValidationError(field, "must be a whole number from -100 to 100")
+
+
+# -- callbacks -------------------------------------------------------------------------------
+
+
+def validate_callbacks(
+    callbacks: object, field: str = "callbacks"
+) -> dict[CallbackEvent, Callback]:
+    """Hooks by event: ``on_failure``, ``on_success``, ``on_retry``, each an http webhook
+    (``url``, optional ``headers``) or a python callable (``target``). A hook is a
+    ``Callback`` or the plain object a definition file gives (``{kind: http, url: ...}``)."""
+    if not isinstance(callbacks, Mapping):
+        raise ValidationError(field, f"must be an object with {_events()}")
+    checked: dict[CallbackEvent, Callback] = {}
+    for event, hook in callbacks.items():
+        if not isinstance(event, str) or event not in _EVENTS:
+            raise ValidationError(f"{field}.{event}", f"is not a callback event; use {_events()}")
+        checked[CallbackEvent(event)] = _callback(hook, f"{field}.{event}")
+    return checked
+
+
+def _events() -> str:
+    return ", ".join(CallbackEvent)
+
+
+def _callback(hook: object, field: str) -> Callback:
+    kind, config = _callback_parts(hook, field)
+    allowed = _CALLBACK_KEYS[kind]
+    for key in config:
+        if key not in allowed:
+            raise ValidationError(
+                f"{field}.{key}", f"is not a {kind} callback setting; use {', '.join(allowed)}"
+            )
+    if kind is TaskKind.PYTHON:
+        return Callback(kind=kind, config=_python(config, field))
+    url = config.get("url")
+    if not isinstance(url, str) or not _http_url(url):
+        raise ValidationError(
+            f"{field}.url",
+            "must be an http:// or https:// URL with a host, such as https://example.org/hook",
+        )
+    if "headers" in config:
+        _str_map(config["headers"], f"{field}.headers")
+        config["headers"] = dict(config["headers"])
+    return Callback(kind=kind, config=config)
+
+
+def _callback_parts(hook: object, field: str) -> tuple[TaskKind, dict[str, Any]]:
+    if isinstance(hook, Callback):
+        kind: object = hook.kind
+        config = dict(hook.config)
+    elif isinstance(hook, Mapping):
+        kind = hook.get("kind")
+        config = {k: v for k, v in hook.items() if k != "kind"}
+    else:
+        raise ValidationError(field, "must be an object such as {kind: http, url: ...}")
+    if not isinstance(kind, str) or kind not in _CALLBACK_KEYS:
+        raise ValidationError(
+            f"{field}.kind", f"{kind!r} is not a callback kind; use http (url) or python (target)"
+        )
+    return TaskKind(kind), config
 
 
 def _trigger_rule(rule: object, field: str) -> TriggerRule:

@@ -3,10 +3,13 @@
     name: etl
     schedule: {kind: cron, cron: "0 2 * * *", timezone: Europe/Berlin}  # or "now", "0 2 * * *"
     catchup: false
+    max_active_runs: 1
+    callbacks: {on_failure: {kind: http, url: "https://hooks.example.org/etl"}}
     tasks:
       - name: extract_users
         kind: python
         target: mypkg.etl:extract_users
+        pool: db
       - name: join
         kind: python
         target: mypkg.etl:join
@@ -14,11 +17,11 @@
         trigger_rule: all_success          # the default
         kwargs: {users: {$result: extract_users}}
 
-A task holds the same fields as a task of the API (``kind`` and its settings inline, ``name``,
-``upstream``, ``timeout``, ``retry``) plus ``trigger_rule``. A kwargs value
-``{"$result": "<task>"}`` stands for the result of an upstream task; for now it is only
-recorded (result passing lands with the engine). Optional job fields: ``timeout``, ``retry``,
-``queue``, ``priority``, ``tags``, ``metadata``.
+A task holds the same fields as a task of the API: ``kind`` and its settings inline, ``name``,
+``upstream``, ``trigger_rule``, ``timeout``, ``retry``, ``priority``, ``pool``, ``pool_slots``
+and ``callbacks``. A config value ``{"$result": "<task>"}`` stands for the result of an
+upstream task. Optional job fields: ``timeout``, ``retry``, ``queue``, ``priority``, ``tags``,
+``metadata``, ``max_active_runs``, ``depends_on_past``, ``callbacks``.
 
 Parsing is pure (no file reading, no YAML library here). It checks the shape of everything and
 the meaning of every task and of the graph; the schedule's meaning (a valid cron expression,
@@ -34,19 +37,55 @@ from datetime import datetime
 from typing import Any, cast
 
 from tickwork.core.errors import ValidationError
-from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind, TriggerRule
+from tickwork.core.model import (
+    Callbacks,
+    RetryPolicy,
+    Schedule,
+    ScheduleKind,
+    Task,
+    TaskKind,
+    TriggerRule,
+)
+from tickwork.core.refs import RESULT_REF
 from tickwork.core.retry import validate_retry
 from tickwork.core.schedule import validate_schedule
-from tickwork.core.validate import validate_job_name, validate_tasks
+from tickwork.core.validate import (
+    validate_callbacks,
+    validate_job_name,
+    validate_max_active_runs,
+    validate_tasks,
+)
 
-#: The key of a kwargs value that stands for an upstream task's result.
-RESULT_REF = "$result"
+__all__ = ["RESULT_REF", "WorkflowSpec", "parse_workflow"]
 
-_JOB_FIELDS = ("timeout", "retry", "queue", "priority", "tags", "metadata")
+_JOB_FIELDS = (
+    "timeout",
+    "retry",
+    "queue",
+    "priority",
+    "tags",
+    "metadata",
+    "max_active_runs",
+    "depends_on_past",
+    "callbacks",
+)
 _TOP_KEYS = frozenset(("name", "schedule", "catchup", "tasks", *_JOB_FIELDS))
 _SCHEDULE_KINDS = frozenset(kind.value for kind in ScheduleKind)
 _SCHEDULE_KEYS = frozenset({"kind", "at", "cron", "timezone", "start", "end"})
-_TASK_FIELDS = frozenset({"name", "kind", "upstream", "trigger_rule", "timeout", "retry"})
+_TASK_FIELDS = frozenset(
+    {
+        "name",
+        "kind",
+        "upstream",
+        "trigger_rule",
+        "timeout",
+        "retry",
+        "priority",
+        "pool",
+        "pool_slots",
+        "callbacks",
+    }
+)
 _RETRY = RetryPolicy()
 _RETRY_KEYS = ("max_attempts", "initial_delay", "multiplier", "max_delay", "jitter")
 
@@ -65,6 +104,9 @@ class WorkflowSpec:
     priority: int = 0
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    max_active_runs: int | None = None
+    depends_on_past: bool = False
+    callbacks: Callbacks = field(default_factory=dict)
 
 
 def parse_workflow(data: object, *, now: datetime | None = None) -> WorkflowSpec:
@@ -93,6 +135,9 @@ def parse_workflow(data: object, *, now: datetime | None = None) -> WorkflowSpec
         priority=_int(data.get("priority", 0), "priority"),
         tags=tuple(_str_list(data.get("tags", []), "tags")),
         metadata=_mapping(data.get("metadata", {}), "metadata"),
+        max_active_runs=validate_max_active_runs(data.get("max_active_runs")),
+        depends_on_past=_bool(data.get("depends_on_past", False), "depends_on_past"),
+        callbacks=validate_callbacks(data.get("callbacks", {}), "callbacks"),
     )
 
 
@@ -151,12 +196,9 @@ def _tasks(value: object) -> tuple[Task, ...]:
         raise ValidationError("tasks", "must be a list of tasks")
     raw = [_task(item, f"tasks[{i}]") for i, item in enumerate(value)]
     try:
-        tasks = validate_tasks(raw, allow_dag=True)
+        return validate_tasks(raw)
     except ValidationError as e:
         raise _named(e, raw) from None
-    for i, task in enumerate(tasks):
-        _check_refs(task, f"tasks[{i}]")
-    return tasks
 
 
 def _task(value: object, field: str) -> Task:
@@ -177,6 +219,11 @@ def _task(value: object, field: str) -> Task:
         timeout=value.get("timeout"),
         retry=None if retry is None else _retry(retry, f"{field}.retry"),
         trigger_rule=cast(TriggerRule, value.get("trigger_rule", TriggerRule.ALL_SUCCESS)),
+        # validate_task checks these, naming the field.
+        priority=value.get("priority"),
+        pool=value.get("pool"),
+        pool_slots=value.get("pool_slots", 1),
+        callbacks=value.get("callbacks", {}),
     )
 
 
@@ -186,33 +233,10 @@ def _named(error: ValidationError, tasks: Sequence[Task]) -> ValidationError:
     path = error.field.replace(".config.", ".").removesuffix(".config")
     if not path.startswith("tasks["):
         return ValidationError(path, error.reason)
-    index = int(path[len("tasks[") : path.index("]")])
-    name = tasks[index].name
+    name = tasks[int(path[len("tasks[") : path.index("]")])].name
+    if f"task {name!r}" in error.reason:
+        return ValidationError(path, error.reason)
     return ValidationError(path, f"{error.reason} (task {name!r})")
-
-
-def _check_refs(task: Task, field: str) -> None:
-    kwargs = task.config.get("kwargs")
-    if not isinstance(kwargs, Mapping):
-        return
-    for key, value in kwargs.items():
-        for ref in _refs(value):
-            if ref not in task.upstream:
-                raise ValidationError(
-                    f"{field}.kwargs.{key}",
-                    f"uses the result of {ref!r}, which is not an upstream of task "
-                    f"{task.name!r}; add it to upstream",
-                )
-
-
-def _refs(value: object) -> list[str]:
-    if isinstance(value, Mapping):
-        if set(value) == {RESULT_REF}:
-            return [str(value[RESULT_REF])]
-        return [ref for item in value.values() for ref in _refs(item)]
-    if isinstance(value, list | tuple):
-        return [ref for item in value for ref in _refs(item)]
-    return []
 
 
 # -- values ------------------------------------------------------------------------------------

@@ -18,13 +18,12 @@ from sqlalchemy.engine import Connection
 
 from tickwork.core.dag import Decisions, evaluate
 from tickwork.core.model import Task, TaskKind, TaskRunState, TriggerRule
+from tickwork.core.refs import BRANCH_KEY
 from tickwork.store.common import param
 from tickwork.store.schema import task_runs
 
 S = TaskRunState
 
-#: The key of a task's JSON result that chooses which of its direct downstreams to follow.
-BRANCH_KEY = "$branch"
 
 #: What ``refresh_runs`` reads of each task run. A result is read only when it is a branch
 #: choice: results can be large, and nothing else here needs them.

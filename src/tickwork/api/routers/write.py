@@ -1,4 +1,4 @@
-"""The write side: create, delete, trigger, pause and resume jobs; cancel and retry runs
+"""The write side: create, apply, delete, trigger, pause and resume jobs; cancel and retry runs
 and single task runs.
 
 Each route parses its schema, calls one service and maps the result to a response schema.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, status
+from fastapi import APIRouter, Body, Query, Response, status
 
-from tickwork.api.auth import TokenDep, require_task_scope
+from tickwork.api.auth import TokenDep, require_job_scope
 from tickwork.api.deps import ServicesDep
 from tickwork.api.idempotency import IdempotencyKeyDep, IdempotentRoute, receipt_of
 from tickwork.api.schemas import (
@@ -20,8 +20,11 @@ from tickwork.api.schemas import (
     RunDetailRead,
     TriggerIn,
 )
+from tickwork.api.schemas.applied import JobApplied
 from tickwork.api.schemas.create import user_errors
 from tickwork.api.schemas.update import JobUpdate
+from tickwork.app.apply import ApplyOutcome, apply_job
+from tickwork.core.errors import ValidationError
 from tickwork.core.model import Job
 
 router = APIRouter(tags=["write"], route_class=IdempotentRoute)
@@ -41,10 +44,10 @@ async def create_job(
 ) -> JobRead:
     """Create a job. A `now` job is queued at once; an `at` job waits for its instant.
 
-    `shell` and `python` tasks need an `admin` token."""
+    `shell` and `python` tasks and `python` callbacks need an `admin` token."""
     with user_errors([body]):
         spec = body.to_spec()
-        require_task_scope(token, (t.kind for t in spec.tasks))
+        require_job_scope(token, spec.tasks, [spec.callbacks])
         receipt = receipt_of(key, JobRead.model_validate)
         job = await services.create_job(spec, allow_past=allow_past, receipt=receipt)
     return JobRead.model_validate(job)
@@ -60,10 +63,11 @@ async def create_jobs(
 ) -> list[JobRead]:
     """Create up to 1000 jobs in one transaction: all of them, or none.
 
-    `shell` and `python` tasks need an `admin` token."""
+    `shell` and `python` tasks and `python` callbacks need an `admin` token."""
     with user_errors(body.jobs):
         specs = [job.to_spec() for job in body.jobs]
-        require_task_scope(token, (t.kind for spec in specs for t in spec.tasks))
+        tasks = [t for spec in specs for t in spec.tasks]
+        require_job_scope(token, tasks, [spec.callbacks for spec in specs])
         receipt = receipt_of(key, _job_reads)
         jobs = await services.create_jobs(specs, allow_past=allow_past, receipt=receipt)
     return _job_reads(jobs)
@@ -80,16 +84,48 @@ async def update_job(
     """Change a job for its future runs; runs already created keep their tasks.
 
     A new cron schedule fires next after now; a new `now`/`at` schedule gets its run as on
-    create. The pause state is kept. A job with `shell` or `python` tasks (before or after
-    the change) needs an `admin` token.
+    create. The pause state is kept. A job with `shell` or `python` tasks or `python`
+    callbacks (before or after the change) needs an `admin` token.
     """
     with user_errors([body]):
         changes = body.to_changes()
         current = await services.get_job(name)
-        kinds = [t.kind for t in (*current.tasks, *changes.get("tasks", ()))]
-        require_task_scope(token, kinds)
+        tasks = [*current.tasks, *changes.get("tasks", ())]
+        require_job_scope(token, tasks, [current.callbacks, changes.get("callbacks", {})])
         job = await services.update_job(name, changes, allow_past=allow_past)
     return JobRead.model_validate(job)
+
+
+@router.put(
+    "/jobs/{name}",
+    responses={201: {"model": JobApplied, "description": "The job did not exist: created."}},
+)
+async def apply(
+    name: str,
+    body: JobCreate,
+    *,
+    response: Response,
+    services: ServicesDep,
+    token: TokenDep,
+    allow_past: AllowPast = False,
+) -> JobApplied:
+    """Create or update a job from its whole definition (`tickwork job apply`): 201 and
+    `created` when there was none; else 200 and `updated` (for its future runs, as `PATCH`)
+    or `unchanged` (nothing written) when the definition is the same.
+
+    The same scopes as create and `PATCH` apply."""
+    with user_errors([body]):
+        if body.name != name:
+            raise ValidationError("name", f"must be the name in the path ({name!r})")
+        spec = body.to_spec()
+        current = await services.store.get_job(name)
+        tasks = [*spec.tasks, *(current.tasks if current else ())]
+        callbacks = [spec.callbacks, *([current.callbacks] if current else [])]
+        require_job_scope(token, tasks, callbacks)
+        applied = await apply_job(services, spec, allow_past=allow_past)
+    if applied.outcome is ApplyOutcome.CREATED:
+        response.status_code = status.HTTP_201_CREATED
+    return JobApplied.of(applied)
 
 
 @router.delete("/jobs/{name}", status_code=status.HTTP_204_NO_CONTENT)

@@ -14,15 +14,29 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tickwork.api.schemas.callbacks import CallbacksIn, callbacks_core
 from tickwork.api.schemas.instant import IsoInstant
 from tickwork.api.text import Text, TextMap
 from tickwork.app.records import JobSpec
 from tickwork.core.errors import ValidationError
-from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
+from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind, TriggerRule
 
 DEFAULT_TASK_NAME = "main"
 MAX_BATCH = 1000
-_TASK_FIELDS = frozenset({"kind", "name", "upstream", "timeout", "retry"})
+_TASK_FIELDS = frozenset(
+    {
+        "kind",
+        "name",
+        "upstream",
+        "timeout",
+        "retry",
+        "trigger_rule",
+        "priority",
+        "pool",
+        "pool_slots",
+        "callbacks",
+    }
+)
 _DEFAULT_RETRY = RetryPolicy()
 _T = TypeVar("_T")
 _FIRST_TASK = re.compile(r"^(?:jobs\[(\d+)\]\.)?(tasks\[0\])")
@@ -93,6 +107,13 @@ class _TaskBase(_Input):
     upstream: list[Text] = Field(default_factory=list, description="Names of tasks that run first.")
     timeout: float | None = Field(None, description="Seconds; overrides the job's timeout.")
     retry: RetryIn | None = Field(None, description="Overrides the job's retry policy.")
+    trigger_rule: TriggerRule = Field(
+        TriggerRule.ALL_SUCCESS, description="When it runs, given its upstreams' states."
+    )
+    priority: int | None = Field(None, description="-100 to 100; overrides the job's.")
+    pool: str | None = Field(None, description="A pool (`tickwork pool set`) it takes slots of.")
+    pool_slots: int = Field(1, description="Slots of `pool` it holds while queued or running.")
+    callbacks: CallbacksIn | None = Field(None, description="Hooks; win over the job's.")
 
     def to_core(self) -> Task:
         config = self.model_dump(exclude=set(_TASK_FIELDS), exclude_unset=True, exclude_none=True)
@@ -103,6 +124,11 @@ class _TaskBase(_Input):
             upstream=tuple(self.upstream),
             timeout=self.timeout,
             retry=self.retry.to_core() if self.retry else None,
+            trigger_rule=self.trigger_rule,
+            priority=self.priority,
+            pool=self.pool,
+            pool_slots=self.pool_slots,
+            callbacks=callbacks_core(self.callbacks),
         )
 
 
@@ -139,10 +165,10 @@ TaskIn = Annotated[ShellTaskIn | HttpTaskIn | PythonTaskIn, Field(discriminator=
 
 
 class JobCreate(_Input):
-    """A job: a unique name, a schedule, one task (``task``) and its policies.
+    """A job: a unique name, a schedule, its task or tasks, and its policies.
 
-    ``tasks`` is the workflow form (a list of tasks with ``upstream`` names); give either
-    ``task`` or ``tasks``. Multi-task jobs are refused until DAG execution lands.
+    Give either ``task`` (one task) or ``tasks``: a workflow, tasks wired as a DAG by their
+    ``upstream`` names.
     """
 
     name: Text = Field(description="Unique among live jobs.", examples=["backup"])
@@ -156,6 +182,13 @@ class JobCreate(_Input):
     catchup: bool = Field(False, description="On restart or resume, run every missed cron fire.")
     tags: list[Text] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    max_active_runs: int | None = Field(
+        None, description="Runs that may be unfinished at once (null: no limit)."
+    )
+    depends_on_past: bool = Field(
+        False, description="A task waits for itself in the previous run to succeed."
+    )
+    callbacks: CallbacksIn | None = Field(None, description="Hooks for every task of the job.")
 
     def to_spec(self) -> JobSpec:
         return JobSpec(
@@ -169,6 +202,9 @@ class JobCreate(_Input):
             catchup=self.catchup,
             tags=tuple(self.tags),
             metadata=self.metadata,
+            max_active_runs=self.max_active_runs,
+            depends_on_past=self.depends_on_past,
+            callbacks=callbacks_core(self.callbacks),
         )
 
     def _core_tasks(self) -> tuple[Task, ...]:

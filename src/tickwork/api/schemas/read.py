@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tickwork.api.schemas.callbacks import CallbacksRead, callbacks_plain
 from tickwork.app.records import JobPage, LogPage
 from tickwork.core.model import (
     RunDetail,
@@ -15,7 +18,9 @@ from tickwork.core.model import (
     RunTrigger,
     ScheduleKind,
     TaskKind,
+    TaskRun,
     TaskRunState,
+    TriggerRule,
 )
 from tickwork.ports import RunPage
 
@@ -48,6 +53,13 @@ class TaskRead(_Read):
     upstream: list[str]
     timeout: float | None
     retry: RetryRead | None
+    trigger_rule: TriggerRule
+    priority: int | None = Field(description="null: the job's priority.")
+    pool: str | None
+    pool_slots: int
+    callbacks: CallbacksRead
+
+    _plain_callbacks = field_validator("callbacks", mode="before")(callbacks_plain)
 
 
 class JobRead(_Read):
@@ -67,8 +79,13 @@ class JobRead(_Read):
     metadata: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    max_active_runs: int | None = Field(description="Unfinished runs at once; null: no limit.")
+    depends_on_past: bool
+    callbacks: CallbacksRead
     next_fire_at: datetime | None = Field(description="Next cron fire not yet materialized.")
     last_fire_at: datetime | None = Field(description="Logical date of the newest cron fire.")
+
+    _plain_callbacks = field_validator("callbacks", mode="before")(callbacks_plain)
 
 
 class JobPageRead(BaseModel):
@@ -119,6 +136,25 @@ class TaskRunRead(_Read):
     error: str | None
     exit_code: int | None
     cancel_requested: bool
+    trigger_rule: TriggerRule
+    pool: str | None
+    pool_slots: int
+    result: Any = Field(None, description="What the task returned (JSON), once it succeeded.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _decode_result(cls, data: Any) -> Any:
+        # The store keeps a result as JSON text; show it as the JSON it is.
+        if isinstance(data, TaskRun) and data.result is not None:
+            return replace(data, result=_decoded(data.result))
+        return data
+
+
+def _decoded(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # not JSON after all: show the text rather than lose it
 
 
 class AttemptRead(_Read):

@@ -9,19 +9,25 @@ from typing import Any
 
 from pydantic import Field
 
+from tickwork.api.schemas.callbacks import CallbacksIn
 from tickwork.api.schemas.create import RetryIn, ScheduleIn, TaskIn, _Input
 from tickwork.api.text import Text
 from tickwork.core.errors import ValidationError
 
 #: Fields that may be sent as ``null`` to clear them; the others need a value.
-_NULLABLE = frozenset({"timeout"})
+_NULLABLE = frozenset({"timeout", "max_active_runs"})
+#: Fields whose value is taken as sent.
+_PLAIN = frozenset(
+    {"timeout", "queue", "priority", "catchup", "metadata", "max_active_runs", "depends_on_past"}
+)
 
 
 class JobUpdate(_Input):
     """Changes to a job, for its future runs. Runs already created keep their tasks.
 
-    Send only what changes. ``task`` or ``tasks`` replaces all tasks; ``retry`` replaces the
-    whole policy (unset fields take the defaults). A new schedule is planned from now.
+    Send only what changes. ``task`` or ``tasks`` replaces all tasks; ``retry`` and
+    ``callbacks`` replace the whole policy (unset fields take the defaults; ``callbacks: {}``
+    removes every hook). A new schedule is planned from now.
     """
 
     schedule: ScheduleIn | None = None
@@ -34,6 +40,9 @@ class JobUpdate(_Input):
     catchup: bool | None = None
     tags: list[Text] | None = None
     metadata: dict[str, Any] | None = None
+    max_active_runs: int | None = Field(None, description="null: no limit.")
+    depends_on_past: bool | None = None
+    callbacks: CallbacksIn | None = None
 
     def to_changes(self) -> dict[str, Any]:
         """The fields sent, as core values keyed by ``Job`` field name."""
@@ -43,10 +52,7 @@ class JobUpdate(_Input):
                 raise ValidationError(name, "may not be null; leave it out to keep it")
         if {"task", "tasks"} <= sent:
             raise ValidationError("task", "give at most one of `task` or `tasks`")
-        changes: dict[str, Any] = {
-            name: getattr(self, name)
-            for name in sent & {"timeout", "queue", "priority", "catchup", "metadata"}
-        }
+        changes: dict[str, Any] = {name: getattr(self, name) for name in sent & _PLAIN}
         if self.schedule is not None:
             changes["schedule"] = self.schedule.to_core()
         if self.task is not None:
@@ -57,4 +63,6 @@ class JobUpdate(_Input):
             changes["retry"] = self.retry.to_core()
         if self.tags is not None:
             changes["tags"] = tuple(self.tags)
+        if self.callbacks is not None:
+            changes["callbacks"] = self.callbacks.to_core()
         return changes

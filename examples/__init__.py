@@ -1,0 +1,1 @@
+"""Example workflows. Run tickwork from the repository root so workers can import them."""
