@@ -41,7 +41,10 @@ def settings_of(config: Path | None, **overrides: Any) -> ClusterSettings:
 def scheduler(config: ConfigOption = None) -> None:
     """Run a scheduler replica: replicas elect one leader; the others stand by."""
     settings = settings_of(config)
+    from tickwork.runtime.targets import import_from_cwd
     from tickwork.serve.cluster import run_process, serve_scheduler
+
+    import_from_cwd()  # python callbacks of the project the scheduler is started in
 
     with reported_errors():
         run_process(lambda stop: serve_scheduler(settings, stop))
@@ -58,7 +61,10 @@ def worker(
 ) -> None:
     """Run a worker process: takes task runs from Redis, records them in PostgreSQL."""
     settings = settings_of(config, queues=_queues(queues), concurrency=concurrency)
+    from tickwork.runtime.targets import import_from_cwd
     from tickwork.serve.cluster import run_process, serve_worker
+
+    import_from_cwd()  # python tasks of the project the worker is started in
 
     with reported_errors():
         run_process(lambda stop: serve_worker(settings, stop))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +13,15 @@ from tickwork.core.errors import TickworkError
 
 class TargetError(TickworkError):
     """A ``module:function`` target that cannot be imported or called."""
+
+
+def import_from_cwd() -> None:
+    """Let targets be imported from the directory the process was started in, as ``python
+    -m`` does (a console script's own directory is on ``sys.path`` instead). Workers call
+    this at start, so ``mypkg.tasks:fn`` works from a project's root without PYTHONPATH."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
 
 
 def resolve_target(target: str) -> Callable[..., Any]:
