@@ -45,12 +45,18 @@ class ThrowawayPostgres:
 
     bin_dir: Path
     port: int
+    #: Extra server settings (``-c name=value``), e.g. ``idle_in_transaction_session_timeout``.
+    settings: dict[str, str] = field(default_factory=dict)
     data_dir: Path = field(init=False)
     _root: Path = field(init=False)
 
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def log_path(self) -> Path:
+        return self._root / "server.log"
 
     def start(self) -> None:
         self._root = Path(tempfile.mkdtemp(prefix="tickwork-pg-"))
@@ -60,14 +66,23 @@ class ThrowawayPostgres:
             owner = pwd.getpwnam("postgres")
             os.chown(self._root, owner.pw_uid, owner.pw_gid)
         self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "-A", "trust", "-N")
+        self.start_server()
+
+    def start_server(self) -> None:
+        """Start the server (again, after ``stop_server``) on the same port and data dir."""
         options = f"-p {self.port} -k {self._root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         # -l: the server must not inherit our pipes, or waiting for pg_ctl never ends.
-        log = str(self._root / "server.log")
+        log = str(self.log_path)
         self._run("pg_ctl", "-D", str(self.data_dir), "-l", log, "-o", options, "-w", "start")
+
+    def stop_server(self, mode: str = "immediate") -> None:
+        """Stop the server and keep its data (``immediate``: as if it crashed)."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", mode, "-w", "stop")
 
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
-            self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+            self.stop_server()
         shutil.rmtree(self._root, ignore_errors=True)
 
     def _run(self, tool: str, *args: str) -> None:

@@ -59,7 +59,7 @@ class PrivateRedis:
     def start(self) -> None:
         argv = [self._binary, "--port", str(self.port), "--bind", "127.0.0.1"]
         argv += ["--save", "", "--appendonly", "no", "--dir", str(self._dir)]
-        log = (self._dir / "redis.log").open("ab")
+        log = self.log_path.open("ab")
         self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + 10
@@ -67,6 +67,18 @@ class PrivateRedis:
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server on {self.port} did not start; see {self._dir}")
             time.sleep(0.02)  # polling a process that is starting, not synchronising tests
+
+    @property
+    def log_path(self) -> Path:
+        return self._dir / "redis.log"
+
+    def flushall(self) -> None:
+        """Delete every key at once: streams, consumer groups, pending entries, delayed sets."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as conn:
+            conn.sendall(b"FLUSHALL\r\n")
+            reply = conn.recv(64)
+        if not reply.startswith(b"+OK"):
+            raise RuntimeError(f"FLUSHALL on {self.port} answered {reply!r}")
 
     def stop(self) -> None:
         if self._proc is not None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx2
+import pytest
 
 from tests.api.conftest import NOW, at_job, cron_job, error_of, now_job
 from tests.helpers import Wakes
+from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import LogChunk
 from tickwork.ports import Store
 
@@ -155,6 +157,22 @@ async def test_healthz_answers_outside_the_api_prefix(api: httpx2.AsyncClient) -
     r = await api.get("/healthz")
     assert r.status_code == 200
     assert r.json()["status"] == "ok"
+
+
+async def test_a_database_that_does_not_answer_gives_503_with_retry_after(
+    api: httpx2.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(*args: object, **kwargs: object) -> None:
+        raise StoreUnavailable("database unavailable: connection to 10.1.2.3 refused")
+
+    # Both in the route and in the token check that comes before it.
+    for method in ("list_runs", "get_token"):
+        monkeypatch.setattr(store, method, down)
+        r = await api.get(f"{API}/runs")
+        assert r.status_code == 503, r.text
+        assert r.headers["Retry-After"] == "1"
+        assert error_of(r)["code"] == "unavailable"
+        assert "10.1.2.3" not in r.text
 
 
 async def test_openapi_documents_every_endpoint_and_the_job_schema(

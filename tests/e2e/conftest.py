@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,8 +106,9 @@ def cli(server: Server, tmp_path: Path) -> Cli:
     return Cli(server.url, tmp_path)
 
 
-def wait_for(probe: Any, ok: Any, timeout: float = 20.0) -> Any:
-    """Poll ``probe()`` until ``ok(value)``; fail with the last value at the deadline."""
+def wait_for(probe: Any, ok: Any, timeout: float = 20.0, interval: float = 0.05) -> Any:
+    """Poll ``probe()`` every ``interval`` seconds until ``ok(value)``; fail with the last
+    value at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
@@ -115,4 +116,19 @@ def wait_for(probe: Any, ok: Any, timeout: float = 20.0) -> Any:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached within {timeout}s: {value!r}")
-        time.sleep(0.05)
+        time.sleep(interval)
+
+
+#: What a test wants shown when it fails (the distributed tests: their processes' logs).
+FAILURE_CONTEXT = pytest.StashKey[Callable[[], str]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    describe = item.stash.get(FAILURE_CONTEXT, None)
+    if report.failed and describe is not None:
+        report.sections.append((f"context of the failure ({report.when})", describe()))
+    return report

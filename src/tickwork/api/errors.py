@@ -1,8 +1,10 @@
 """Exception handlers: every error leaves the API as ``{"error": {code, message, field}}``.
 
 Domain errors map to 422/404/409; pydantic's request errors to 422 with the first problem's
-dotted path (the task kind's tag is dropped from it, so a path reads ``task.argv``); anything
-unexpected to a 500 that reveals nothing (and is logged).
+dotted path (the task kind's tag is dropped from it, so a path reads ``task.argv``); a database
+that does not answer (restarting, cut off) to a 503 with ``Retry-After``, since the same request
+may well succeed a moment later; anything unexpected to a 500 that reveals nothing (and is
+logged).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tickwork.api.schemas.error import ErrorDetail, ErrorItem, ErrorRead
-from tickwork.core.errors import Conflict, NotFound, ValidationError
+from tickwork.core.errors import Conflict, NotFound, StoreUnavailable, ValidationError
 from tickwork.core.model import CallbackEvent, TaskKind
 
 log = logging.getLogger("tickwork.api")
@@ -30,6 +32,8 @@ _EVENTS = frozenset(e.value for e in CallbackEvent)
 _TAG_ERRORS = frozenset({"union_tag_invalid", "union_tag_not_found"})
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+#: Seconds a client is asked to wait before trying again while the database does not answer.
+RETRY_AFTER = 1
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -37,6 +41,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, _domain_validation)
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(Conflict, _conflict)
+    app.add_exception_handler(StoreUnavailable, _store_unavailable)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
@@ -88,6 +93,13 @@ async def _not_found(_: Request, exc: Exception) -> JSONResponse:
 async def _conflict(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, Conflict)
     return error_response(409, "conflict", exc.reason, exc.field)
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StoreUnavailable)
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    message = "the database does not answer; try again shortly"
+    return error_response(503, "unavailable", message, headers={"Retry-After": str(RETRY_AFTER)})
 
 
 async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
