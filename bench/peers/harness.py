@@ -147,12 +147,18 @@ class PeerContender:
     def w2(self, rate: float, seconds: float) -> Latency:
         time.sleep(1.0)  # idle workers, as a steady trickle would find them
         mark = self.records.count()
-        enqueued: list[int] = self._produce("w2", rate, seconds)["enqueue_ns"]
+        out = self._produce("w2", rate, seconds)
+        enqueued: list[int] = out["enqueue_ns"]
         n = len(enqueued)
         self.records.wait(mark, n, timeout=120, stall=60, check=self._alive)
         starts, dups = first_starts(self.records.read(mark), "w2")
         values = [(ns - enqueued[i]) / 1e6 for i, ns in starts.items()]
-        return latency(values, lost=n - len(starts), duplicates=dups)
+        # The producer is paced but sequential: a submit call slower than 1/rate lowers the
+        # rate actually offered (the latency of each job still counts from its own submit).
+        offered = round(n / out["submit_s"], 1) if out["submit_s"] > 0 else 0.0
+        return latency(
+            values, lost=n - len(starts), duplicates=dups, rate=rate, offered_per_s=offered
+        )
 
     def w3(self, n: int) -> Latency:
         mark = self.records.count()

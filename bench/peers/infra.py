@@ -155,7 +155,7 @@ def redis_server(procs: Procs, out_dir: Path) -> Iterator[int]:
         procs.stop(proc)
 
 
-def psql(host: str, port: int, user: str, sql: str) -> str:
+def psql(host: str, port: int, user: str, sql: str, dbname: str = "postgres") -> str:
     cmd = [
         "psql",
         "-h",
@@ -165,7 +165,7 @@ def psql(host: str, port: int, user: str, sql: str) -> str:
         "-U",
         user,
         "-d",
-        "postgres",
+        dbname,
         "-X",
         "-q",
         "-A",

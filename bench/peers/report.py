@@ -40,6 +40,9 @@ def row(result: dict[str, Any]) -> str:
     late = ((result.get("w3") or {}).get("extra") or {}).get("submitted_after_due", 0)
     if late:
         notes += f"; **W3: {late} jobs were submitted after their due instant**"
+    w2 = (result.get("w2") or {}).get("extra") or {}
+    if w2.get("offered_per_s") and w2["offered_per_s"] < 0.95 * w2["rate"]:
+        notes += f"; **W2: the submits only managed {w2['offered_per_s']:,.0f} jobs/s**"
     if "error" in result:
         notes = f"**failed: {result['error']}** {notes}"
     cells = [

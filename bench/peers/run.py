@@ -10,8 +10,8 @@ Each contender runs alone (the others stopped), with ``--workers`` worker proces
 private redis-server this script starts on a free port and, where needed, a fresh PostgreSQL
 database on the local server. Peers are installed in their own venvs under bench/.venvs/.
 
-Usage: python bench/peers/run.py [--peers celery,huey,dramatiq,procrastinate] [--w1 20000]
-       [--w2-rate 200 --w2-seconds 10] [--w3 1000] [--workers 2]
+Usage: python bench/peers/run.py [--peers celery,huey,dramatiq,procrastinate,tickwork]
+       [--w1 20000] [--w2-rate 200 --w2-seconds 10] [--w3 1000] [--workers 2]
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import peers.catalog  # noqa: F401  (registers the peers)
+import peers.catalog  # (registers the peers)
+import peers.tickwork  # noqa: F401  (registers tickwork's distributed mode)
 from peers.contender import DEFAULT, REGISTRY, Services
 from peers.infra import Procs, exit_on_signals, psql, redis_command, redis_server
 from peers.report import configs, table
