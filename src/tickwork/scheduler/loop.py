@@ -265,5 +265,8 @@ class Scheduler:
     async def _sleep(self, seconds: float) -> None:
         if seconds <= 0:
             return
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel that
+        # arrives just as the wake-up fires, and the loop would then never stop.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wakeup.wait()
