@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from tickwork import __version__
@@ -69,34 +69,13 @@ def create_app(
         swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.services = services
-    if role in ("write", "all"):
-        app.include_router(
-            write.router,
-            prefix=API_PREFIX,
-            responses=_ERRORS,
-            dependencies=[requires(Scope.WRITE), CheckedParameters],
-        )
-    if role in ("read", "all"):
-        app.include_router(
-            read.router,
-            prefix=API_PREFIX,
-            responses=_ERRORS,
-            dependencies=[requires(Scope.READ), CheckedParameters],
-        )
-    if role in ("read", "all"):
-        app.include_router(
-            pools.read_router,
-            prefix=API_PREFIX,
-            responses=_ERRORS,
-            dependencies=[requires(Scope.READ), CheckedParameters],
-        )
-    if role in ("write", "all"):
-        for router in (tokens.router, pools.admin_router):
+    for router, roles, scope in _ROUTERS:
+        if role in roles:
             app.include_router(
                 router,
                 prefix=API_PREFIX,
                 responses=_ERRORS,
-                dependencies=[requires(Scope.ADMIN), CheckedParameters],
+                dependencies=[requires(scope), CheckedParameters],
             )
     app.include_router(health.router)
     _publish_text_rule(app)
@@ -105,6 +84,17 @@ def create_app(
     # Outermost: an oversize body is refused before auth, parsing or any write.
     app.add_middleware(BodyLimit, max_bytes=max_body)
     return app
+
+
+#: Each router, the roles that serve it and the scope its routes need. Token management and
+#: changing pools (operator settings) go with the write side.
+_ROUTERS: tuple[tuple[APIRouter, tuple[str, ...], Scope], ...] = (
+    (write.router, ("write", "all"), Scope.WRITE),
+    (read.router, ("read", "all"), Scope.READ),
+    (pools.read_router, ("read", "all"), Scope.READ),
+    (tokens.router, ("write", "all"), Scope.ADMIN),
+    (pools.admin_router, ("write", "all"), Scope.ADMIN),
+)
 
 
 def _publish_text_rule(app: FastAPI) -> None:
