@@ -23,7 +23,7 @@ from tickwork.app.cluster import ClusterSettings
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_signals import RedisCancelSignals
 from tickwork.core.errors import StoreUnavailable
-from tickwork.hooks import Hooks
+from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
 from tickwork.ports import WorkerInfo
 from tickwork.runtime.retry import through_outages
@@ -142,7 +142,8 @@ async def keep_campaigning(replica: HAScheduler) -> None:
 async def serve_scheduler(settings: ClusterSettings, stop: asyncio.Event) -> None:
     store = await open_cluster_store(settings)
     broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
-    hooks = Hooks(url_guard=runner_guard(guard_of(settings)))
+    callback_errors = CallbackErrorLog(store, utcnow)
+    hooks = Hooks(url_guard=runner_guard(guard_of(settings)), on_error=callback_errors)
     replica = scheduler_replica(settings, store, broker, hooks)
     log.info(
         "scheduler replica %s campaigning (lease TTL %.0f s)",
@@ -156,6 +157,7 @@ async def serve_scheduler(settings: ClusterSettings, stop: asyncio.Event) -> Non
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)  # resigns the lease
         await hooks.close(5.0)
+        await callback_errors.flush(5.0)
         await broker.close()
         await store.close()
 
@@ -174,7 +176,8 @@ async def serve_worker(settings: ClusterSettings, stop: asyncio.Event) -> None:
     cancels = RedisCancelSignals(settings.redis_url, prefix=settings.redis_prefix)
     guard = runner_guard(guard_of(settings))
     runners = build_runners(http_guard=guard)
-    hooks = Hooks(url_guard=guard)
+    callback_errors = CallbackErrorLog(store, utcnow)
+    hooks = Hooks(url_guard=guard, on_error=callback_errors)
     config = PoolConfig(worker_id=wid, queues=settings.queues, concurrency=settings.concurrency)
     pool = WorkerPool(
         store,
@@ -203,6 +206,7 @@ async def serve_worker(settings: ClusterSettings, stop: asyncio.Event) -> None:
         with contextlib.suppress(StoreUnavailable):
             await store.worker_heartbeat(wid, utcnow(), 0, stopped=True)
         await hooks.close(5.0)
+        await callback_errors.flush(5.0)
         await close_runners(runners)
         capture.uninstall()
         await cancels.close()

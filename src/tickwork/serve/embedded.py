@@ -28,7 +28,7 @@ from tickwork.broker.memory import MemoryBroker
 from tickwork.broker.signals import MemoryCancelSignals
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
-from tickwork.hooks import Hooks
+from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
 from tickwork.ports import Completion, Runner, Store
 from tickwork.scheduler.loop import Scheduler
@@ -113,6 +113,7 @@ class Embedded:
     runners: Mapping[TaskKind, Runner]
     hooks: Hooks
     cancels: MemoryCancelSignals
+    callback_errors: CallbackErrorLog  # failed callbacks, into their task runs' logs
 
 
 def wire(
@@ -127,7 +128,8 @@ def wire(
     cancels = MemoryCancelSignals()
     guard = url_guard(settings)
     runners = runners if runners is not None else build_runners(http_guard=runner_guard(guard))
-    hooks = Hooks(url_guard=runner_guard(guard))
+    callback_errors = CallbackErrorLog(store, clock)
+    hooks = Hooks(url_guard=runner_guard(guard), on_error=callback_errors)
     scheduler = Scheduler(
         store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks
     )
@@ -149,7 +151,9 @@ def wire(
     services = Services(
         store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels
     )
-    return Embedded(store, broker, scheduler, pool, services, runners, hooks, cancels)
+    return Embedded(
+        store, broker, scheduler, pool, services, runners, hooks, cancels, callback_errors
+    )
 
 
 def api_app(rt: Embedded, settings: EmbeddedSettings) -> FastAPI:
@@ -229,6 +233,7 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
     finally:
         await rt.pool.drain(DRAIN_GRACE)
         await rt.hooks.close(HOOKS_GRACE)
+        await rt.callback_errors.flush(HOOKS_GRACE)
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
