@@ -33,6 +33,7 @@ from tickwork.ids import new_id
 from tickwork.ports import Completion, Runner, Store
 from tickwork.scheduler.loop import Scheduler
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
+from tickwork.serve.tuning import tune_gc
 from tickwork.store import open_store
 from tickwork.worker import capture
 from tickwork.worker.pool import PoolConfig, WorkerPool
@@ -260,4 +261,5 @@ def run_embedded(settings: EmbeddedSettings) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration is noise
+    tune_gc()  # the server stack is imported by now: its objects are frozen out of collections
     asyncio.run(serve_embedded(settings))
