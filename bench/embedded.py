@@ -54,6 +54,13 @@ class Server:
     url: str
     db: Path  # the SQLite file, read directly for timings
     headers: dict[str, str]
+    pid: int  # the `tickwork up` process, for its CPU time
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -68,7 +75,7 @@ def tickwork_up(workers: int) -> Iterator[Server]:
     try:
         wait_healthy(url, proc)
         token = (data / "admin.token").read_text().strip()  # written by the first start
-        yield Server(url, data / "tickwork.db", {"Authorization": f"Bearer {token}"})
+        yield Server(url, data / "tickwork.db", {"Authorization": f"Bearer {token}"}, proc.pid)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -169,15 +176,17 @@ def w1_throughput(
         httpx2.Client(base_url=srv.url, headers=srv.headers) as client,
         ThreadPoolExecutor(2) as pool,
     ):
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), cpu_seconds(srv.pid)
         list(pool.map(lambda c: post_batch(client, c), chunks))
         submitted = time.monotonic()
         done = wait_done(srv.db, prefix, n, timeout=300)
+        cpu = cpu_seconds(srv.pid) - cpu0
     return {
         "jobs": n,
         "submit_s": round(submitted - t0, 3),
         "total_s": round(done - t0, 3),
         "jobs_per_s": round(n / (done - t0), 1),
+        "server_cpu_us_per_job": round(cpu / n * 1e6),
     }
 
 
@@ -202,11 +211,13 @@ def w3_at_lateness(srv: Server, n: int) -> dict[str, float]:
         job(f"w3-{i}", {"kind": "at", "at": (base + timedelta(seconds=i * step)).isoformat()})
         for i in range(n)
     ]
+    cpu0 = cpu_seconds(srv.pid)
     with httpx2.Client(base_url=srv.url, headers=srv.headers) as client:
         for s in range(0, n, 500):
             post_batch(client, jobs[s : s + 500])
     wait_done(srv.db, "w3-", n, timeout=60)
-    return summary(delays_ms(srv.db, "w3-", "logical"))
+    cpu = cpu_seconds(srv.pid) - cpu0  # mostly scheduler passes while the jobs wait
+    return {**summary(delays_ms(srv.db, "w3-", "logical")), "server_cpu_s": round(cpu, 2)}
 
 
 def w4_cron_lateness(srv: Server, n: int) -> dict[str, float]:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from tests.cli.conftest import Cli, error_line
 from tickwork.core.model import LogChunk
+from tickwork.hooks import CallbackErrorLog
 
 
 def _only_run(cli: Cli) -> dict[str, str]:
@@ -80,6 +81,24 @@ def test_run_logs_prints_stdout_and_stderr_chunks(cli: Cli) -> None:
     result = cli.ok("run", "logs", run_id)
     assert result.stdout == "out 1\n"
     assert result.stderr == "err 1\n"
+
+
+def test_run_logs_shows_a_failed_callback_after_the_output_on_stderr(cli: Cli) -> None:
+    cli.ok("job", "add", "a", "--now", "--", "true")
+    run_id = _only_run(cli)["id"]
+    detail = json.loads(cli.ok("run", "show", run_id, "-o", "json").stdout)
+    task_run_id = detail["task_runs"][0]["id"]
+    _append(cli, task_run_id, [("stdout", "out 1\n"), ("stderr", "err 1\n")])
+
+    async def callback_failed() -> None:  # as Hooks reports it, on the server's loop
+        error_log = CallbackErrorLog(cli.store, lambda: datetime.now(UTC))
+        error_log(task_run_id, 1, "on_success callback failed: timed out after 10 s")
+        await error_log.flush(5.0)
+
+    cli.portal.call(callback_failed)
+    result = cli.ok("run", "logs", run_id)
+    assert result.stdout == "out 1\n"
+    assert result.stderr == "err 1\non_success callback failed: timed out after 10 s\n"
 
 
 def test_run_logs_follow_prints_everything_and_stops_when_the_run_is_finished(cli: Cli) -> None:

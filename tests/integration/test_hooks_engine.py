@@ -21,6 +21,7 @@ from tickwork.core.model import (
     Callback,
     CallbackEvent,
     Job,
+    LogChunk,
     NewRun,
     RetryPolicy,
     RunDetail,
@@ -30,7 +31,7 @@ from tickwork.core.model import (
     TaskRunState,
 )
 from tickwork.core.runs import new_run
-from tickwork.hooks import Hooks
+from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
 from tickwork.ports import Store
 from tickwork.scheduler.loop import Scheduler, SchedulerConfig, deliveries
@@ -69,6 +70,7 @@ class Rig:
     pool: WorkerPool
     hooks: Hooks
     errors: list[ErrorReport]
+    error_log: CallbackErrorLog  # also told of every failed callback: into the task log
 
 
 @pytest.fixture
@@ -77,18 +79,22 @@ def server() -> Iterator[tuple[str, ServerState]]:
         yield served
 
 
-def make_hooks(errors: list[ErrorReport]) -> Hooks:
+def make_hooks(errors: list[ErrorReport], error_log: CallbackErrorLog | None = None) -> Hooks:
+    def on_error(task_run_id: str, attempt: int, message: str) -> None:
+        errors.append((task_run_id, attempt, message))
+        if error_log is not None:
+            error_log(task_run_id, attempt, message)
+
     return Hooks(
-        url_guard=UrlGuard(parse_allow("127.0.0.0/8")).check,
-        timeout=5.0,
-        on_error=lambda *report: errors.append(report),
+        url_guard=UrlGuard(parse_allow("127.0.0.0/8")).check, timeout=5.0, on_error=on_error
     )
 
 
 @pytest.fixture
 async def rig(sqlite_store: Store) -> AsyncIterator[Rig]:
     errors: list[ErrorReport] = []
-    hooks, broker, runners = make_hooks(errors), MemoryBroker(), build_runners()
+    error_log = CallbackErrorLog(sqlite_store, now)
+    hooks, broker, runners = make_hooks(errors, error_log), MemoryBroker(), build_runners()
     # Polls often rather than being woken by the pool: retries are due 50 ms later.
     scheduler = Scheduler(
         sqlite_store,
@@ -109,12 +115,13 @@ async def rig(sqlite_store: Store) -> AsyncIterator[Rig]:
         hooks=hooks,
     )
     loops = [asyncio.create_task(scheduler.run()), asyncio.create_task(pool.run())]
-    yield Rig(sqlite_store, broker, scheduler, pool, hooks, errors)
+    yield Rig(sqlite_store, broker, scheduler, pool, hooks, errors, error_log)
     await pool.drain(2.0)
     for loop in loops:
         loop.cancel()
     await asyncio.gather(*loops, return_exceptions=True)
     await hooks.close(2.0)
+    await error_log.flush(2.0)
     await close_runners(runners)
     capture.uninstall()
 
@@ -232,6 +239,39 @@ async def test_failing_callbacks_do_not_change_the_recorded_outcome(
         r.name == "tickwork.hooks" and r.levelno == logging.WARNING and broken_id in r.getMessage()
         for r in caplog.records
     )
+
+
+async def test_failed_callbacks_are_written_into_the_task_log_after_their_attempt(
+    rig: Rig,
+) -> None:
+    policy = RetryPolicy(max_attempts=2, initial_delay=0.05, jitter=0)
+    task = shell_task("sh", "-c", "exit 5")
+    job = with_hooks(
+        make_job("hooks-logged", now=now(), retry=policy, task=task),
+        on_retry=py("fail"),
+        on_failure=py("fail_async"),
+    )
+    nr = await submit(rig, job)
+    task_run_id = (await finished(rig, nr)).task_runs[0].id
+
+    def failed_callbacks(chunks: list[LogChunk]) -> list[LogChunk]:
+        return [c for c in chunks if "callback failed" in c.data]
+
+    chunks = await eventually(
+        lambda: rig.store.read_logs(task_run_id), lambda cs: len(failed_callbacks(cs)) == 2
+    )
+    lines = [(c.attempt, c.stream, c.data) for c in chunks]
+    assert lines == [
+        (1, "system", "attempt 1: up_for_retry: exit code 5\n"),
+        (
+            1,
+            "system",
+            f"on_retry callback failed: raised ValueError: callback broke for {task_run_id}\n",
+        ),
+        (2, "system", "attempt 2: failed: exit code 5\n"),
+        (2, "system", "on_failure callback failed: raised RuntimeError: async callback broke\n"),
+    ]
+    assert [c.seq for c in failed_callbacks(chunks)] == [(1 << 20) - 1, (2 << 20) - 1]
 
 
 async def test_reaper_fires_on_failure_with_an_empty_log_tail_once(sqlite_store: Store) -> None:

@@ -275,7 +275,8 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class LogChunk:
-    """A piece of a task run's captured output. ``seq`` orders chunks within a task run."""
+    """A piece of a task run's captured output. ``seq`` orders chunks within a task run:
+    attempt ``n`` numbers its chunks from ``(n - 1) << ATTEMPT_SHIFT`` (see ``first_seq``)."""
 
     task_run_id: str
     attempt: int
@@ -283,6 +284,16 @@ class LogChunk:
     stream: str  # "stdout" | "stderr" | "system"
     data: str
     created_at: datetime
+
+
+#: Attempt ``n`` of a task run numbers its log chunks from ``(n - 1) << ATTEMPT_SHIFT``, so a
+#: reader following with ``after_seq`` sees every attempt in order (2**20 chunks each).
+ATTEMPT_SHIFT = 20
+
+
+def first_seq(attempt: int) -> int:
+    """The first log ``seq`` of ``attempt``; ``first_seq(attempt + 1) - 1`` is its last."""
+    return (attempt - 1) << ATTEMPT_SHIFT
 
 
 @dataclass(frozen=True, slots=True)

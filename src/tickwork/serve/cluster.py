@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import random
@@ -23,7 +22,7 @@ from tickwork.app.cluster import ClusterSettings
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_signals import RedisCancelSignals
 from tickwork.core.errors import StoreUnavailable
-from tickwork.hooks import Hooks
+from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
 from tickwork.ports import WorkerInfo
 from tickwork.runtime.retry import through_outages
@@ -31,6 +30,7 @@ from tickwork.scheduler.ha import HAConfig, HAScheduler, ha_scheduler, holder_id
 from tickwork.scheduler.loop import SchedulerConfig
 from tickwork.security.ssrf import UrlGuard, parse_allow
 from tickwork.serve.embedded import BadSetting, runner_guard
+from tickwork.serve.tuning import tune_gc
 from tickwork.store import SqlStore, open_store
 from tickwork.worker import capture
 from tickwork.worker.pool import PoolConfig, WorkerPool
@@ -40,10 +40,6 @@ log = logging.getLogger("tickwork")
 
 REGISTRY_EVERY = 2.0  # seconds between a worker's registry heartbeats
 RESTART_DELAY = 1.0  # seconds a scheduler replica waits after a crash before campaigning
-#: Allocations between two collections of the youngest generation (CPython: 700). A batch of
-#: 1,000 jobs allocates some 10^5 objects that reference counting frees anyway; with 700 they
-#: outlive young collections, get promoted and trigger full collections of the whole heap.
-GC_YOUNG_THRESHOLD = 50_000
 
 
 def utcnow() -> datetime:
@@ -59,21 +55,6 @@ def guard_of(settings: ClusterSettings) -> UrlGuard:
         return UrlGuard(parse_allow(settings.http_allow))
     except ValueError as exc:
         raise BadSetting(str(exc)) from None
-
-
-def tune_gc() -> None:
-    """Garbage collection for a long-running process that works in batches.
-
-    Measured on the API during W1 (bench/README.md, "tickwork"): with CPython's defaults the
-    collector took about a third of the process's CPU time, mostly in full collections (about
-    0.1 s each, a pause every request pays). The objects alive after start-up (modules,
-    SQLAlchemy, pydantic and FastAPI structures) are frozen out of every later collection,
-    and young collections run every ``GC_YOUNG_THRESHOLD`` allocations; cyclic garbage is
-    still collected.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def run_process(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -142,7 +123,8 @@ async def keep_campaigning(replica: HAScheduler) -> None:
 async def serve_scheduler(settings: ClusterSettings, stop: asyncio.Event) -> None:
     store = await open_cluster_store(settings)
     broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
-    hooks = Hooks(url_guard=runner_guard(guard_of(settings)))
+    callback_errors = CallbackErrorLog(store, utcnow)
+    hooks = Hooks(url_guard=runner_guard(guard_of(settings)), on_error=callback_errors)
     replica = scheduler_replica(settings, store, broker, hooks)
     log.info(
         "scheduler replica %s campaigning (lease TTL %.0f s)",
@@ -156,6 +138,7 @@ async def serve_scheduler(settings: ClusterSettings, stop: asyncio.Event) -> Non
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)  # resigns the lease
         await hooks.close(5.0)
+        await callback_errors.flush(5.0)
         await broker.close()
         await store.close()
 
@@ -174,7 +157,8 @@ async def serve_worker(settings: ClusterSettings, stop: asyncio.Event) -> None:
     cancels = RedisCancelSignals(settings.redis_url, prefix=settings.redis_prefix)
     guard = runner_guard(guard_of(settings))
     runners = build_runners(http_guard=guard)
-    hooks = Hooks(url_guard=guard)
+    callback_errors = CallbackErrorLog(store, utcnow)
+    hooks = Hooks(url_guard=guard, on_error=callback_errors)
     config = PoolConfig(worker_id=wid, queues=settings.queues, concurrency=settings.concurrency)
     pool = WorkerPool(
         store,
@@ -203,6 +187,7 @@ async def serve_worker(settings: ClusterSettings, stop: asyncio.Event) -> None:
         with contextlib.suppress(StoreUnavailable):
             await store.worker_heartbeat(wid, utcnow(), 0, stopped=True)
         await hooks.close(5.0)
+        await callback_errors.flush(5.0)
         await close_runners(runners)
         capture.uninstall()
         await cancels.close()

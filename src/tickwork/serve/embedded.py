@@ -28,11 +28,12 @@ from tickwork.broker.memory import MemoryBroker
 from tickwork.broker.signals import MemoryCancelSignals
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
-from tickwork.hooks import Hooks
+from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
 from tickwork.ports import Completion, Runner, Store
 from tickwork.scheduler.loop import Scheduler
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
+from tickwork.serve.tuning import tune_gc
 from tickwork.store import open_store
 from tickwork.worker import capture
 from tickwork.worker.pool import PoolConfig, WorkerPool
@@ -113,6 +114,7 @@ class Embedded:
     runners: Mapping[TaskKind, Runner]
     hooks: Hooks
     cancels: MemoryCancelSignals
+    callback_errors: CallbackErrorLog  # failed callbacks, into their task runs' logs
 
 
 def wire(
@@ -127,7 +129,8 @@ def wire(
     cancels = MemoryCancelSignals()
     guard = url_guard(settings)
     runners = runners if runners is not None else build_runners(http_guard=runner_guard(guard))
-    hooks = Hooks(url_guard=runner_guard(guard))
+    callback_errors = CallbackErrorLog(store, clock)
+    hooks = Hooks(url_guard=runner_guard(guard), on_error=callback_errors)
     scheduler = Scheduler(
         store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks
     )
@@ -149,7 +152,9 @@ def wire(
     services = Services(
         store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels
     )
-    return Embedded(store, broker, scheduler, pool, services, runners, hooks, cancels)
+    return Embedded(
+        store, broker, scheduler, pool, services, runners, hooks, cancels, callback_errors
+    )
 
 
 def api_app(rt: Embedded, settings: EmbeddedSettings) -> FastAPI:
@@ -229,6 +234,7 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
     finally:
         await rt.pool.drain(DRAIN_GRACE)
         await rt.hooks.close(HOOKS_GRACE)
+        await rt.callback_errors.flush(HOOKS_GRACE)
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -255,4 +261,5 @@ def run_embedded(settings: EmbeddedSettings) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration is noise
+    tune_gc()  # the server stack is imported by now: its objects are frozen out of collections
     asyncio.run(serve_embedded(settings))

@@ -28,8 +28,14 @@ S = TaskRunState
 _DISPATCHABLE = [s.value for s in DISPATCHABLE]
 
 
+_paused_job = sa.alias(jobs, "paused_job")
+
 #: Task runs of paused jobs wait: pausing a job stops new runs, including its `at` run.
-_NOT_PAUSED = task_runs.c.job_id.not_in(sa.select(jobs.c.id).where(jobs.c.paused))
+#: Correlated (a primary-key lookup per candidate row), not ``job_id NOT IN (SELECT …)``:
+#: that reads the whole jobs table once per statement, however few rows are candidates.
+_NOT_PAUSED = sa.not_(
+    sa.exists().where(_paused_job.c.id == task_runs.c.job_id, _paused_job.c.paused)
+)
 
 
 #: Higher priority first; among equals the older logical date (FIFO), so a steady stream of
@@ -64,13 +70,25 @@ def due_task_runs(
 def next_due_at(conn: Connection) -> datetime | None:
     """The earliest due time of a task run that could be queued (a gated one that must wait
     for a pool, an older run or its past is left out, or the scheduler would spin on it)."""
-    earliest: datetime | None = conn.scalar(
+    row = conn.execute(_NEXT_DUE).one()
+    found: list[datetime] = [due for due in row if due is not None]
+    return min(found, default=None)
+
+
+def _earliest_due(state: str) -> sa.ScalarSelect[datetime]:
+    # One state each: the (state, due_at) index then yields rows in due order, so the gates
+    # are evaluated until the first row that passes, not for every dispatchable row before
+    # a sort (``state IN (…) ORDER BY due_at`` cannot use the index order).
+    return (
         sa.select(task_runs.c.due_at)
-        .where(task_runs.c.state.in_(_DISPATCHABLE), _NOT_PAUSED, may_queue())
+        .where(task_runs.c.state == state, _NOT_PAUSED, may_queue())
         .order_by(task_runs.c.due_at)
         .limit(1)
+        .scalar_subquery()
     )
-    return earliest
+
+
+_NEXT_DUE = sa.select(*(_earliest_due(state) for state in sorted(_DISPATCHABLE)))
 
 
 def queued_task_runs(conn: Connection, queued_before: datetime, limit: int) -> list[TaskRun]:

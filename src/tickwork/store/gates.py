@@ -85,11 +85,10 @@ def ungated() -> sa.ColumnElement[bool]:
     """Task runs nothing but their due time gates: no pool, no ``depends_on_past``, and a
     job without ``max_active_runs``. Only these may be handed to the broker ahead of time;
     whether a gated one may go can only be judged at its instant."""
-    return sa.and_(
-        task_runs.c.pool.is_(None),
-        sa.not_(task_runs.c.depends_on_past),
-        task_runs.c.job_id.not_in(sa.select(jobs.c.id).where(jobs.c.max_active_runs.is_not(None))),
+    limited = sa.exists().where(
+        _job.c.id == task_runs.c.job_id, _job.c.max_active_runs.is_not(None)
     )
+    return sa.and_(task_runs.c.pool.is_(None), sa.not_(task_runs.c.depends_on_past), ~limited)
 
 
 def may_queue() -> sa.ColumnElement[bool]:

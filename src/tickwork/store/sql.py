@@ -29,12 +29,11 @@ from tickwork.ports import (
     TaskKey,
     TimeWindow,
 )
-from tickwork.store import dispatch, jobs, leases, logs
+from tickwork.store import dispatch, jobs, leases, logs, migrate
 from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
 from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
-from tickwork.store.migrate import upgrade_head_on
 from tickwork.store.pools import SqlPoolMethods
 from tickwork.store.schema import TABLES_CHILDREN_FIRST
 from tickwork.store.tokens import SqlTokenMethods
@@ -96,9 +95,13 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
     async def _run(
         threads: ThreadPoolExecutor, engine: Engine, work: Callable[[Connection], T]
     ) -> T:
+        return await SqlStore._on_thread(threads, lambda: _transaction(engine, work))
+
+    @staticmethod
+    async def _on_thread(threads: ThreadPoolExecutor, call: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(threads, _transaction, engine, work)
+            return await loop.run_in_executor(threads, call)
         except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
             # The connection failed (the server restarting, the network): the transaction
             # did not commit. Callers may retry; anything else is a bug and propagates.
@@ -109,7 +112,8 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
             raise
 
     async def migrate(self) -> None:
-        await self._run(self._engines.writers, self._engines.write, _upgrade)
+        # Not through _transaction: on SQLite the upgrade sets a pragma before it begins.
+        await self._on_thread(self._engines.writers, lambda: migrate.upgrade(self._engines.write))
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._engines.dispose)
@@ -335,10 +339,6 @@ def _transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
         if conflict is None:
             raise
         raise conflict from None
-
-
-def _upgrade(conn: Connection) -> None:
-    upgrade_head_on(conn)
 
 
 def _truncate(conn: Connection) -> None:

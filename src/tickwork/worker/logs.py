@@ -6,11 +6,10 @@ import asyncio
 from collections.abc import Callable
 from datetime import datetime
 
-from tickwork.core.model import LogChunk, TaskRun
+from tickwork.core.model import LogChunk, TaskRun, first_seq
 from tickwork.ports import LogSink
 
 MAX_CHUNK = 64 * 1024
-ATTEMPT_SHIFT = 20
 
 
 class TaskLog:
@@ -30,7 +29,7 @@ class TaskLog:
         tail: LogSink | None = None,
     ) -> None:
         self._task_run = task_run
-        self._seq = (task_run.attempt - 1) << ATTEMPT_SHIFT
+        self._seq = first_seq(task_run.attempt)
         self._emit = emit
         self._clock = clock
         self._last: asyncio.Future[None] | None = None
