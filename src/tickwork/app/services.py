@@ -12,6 +12,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeAlias, TypeVar
 
+from tickwork.app.enqueue import (
+    MAX_ENQUEUE_BATCH,
+    Enqueued,
+    EnqueueItem,
+    deliveries_of,
+    plan_copies,
+)
 from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.pools import PoolService
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
@@ -208,6 +215,31 @@ class Services:
         await self.store.create_runs([nr], None if receipt is None else receipt(created))
         await self._publish(nr.task_runs)
         return await self.get_run(nr.run.id)
+
+    async def enqueue_many(
+        self,
+        name: str,
+        items: Sequence[EnqueueItem],
+        *,
+        receipt: Receipt[list[Enqueued]] | None = None,
+        batch: bool = True,
+    ) -> list[Enqueued]:
+        """Enqueue runs of the job ``name``, one per item, in one transaction: all or none.
+
+        See ``tickwork.app.enqueue``. Errors name ``items[i].field`` (``field`` alone when
+        ``batch`` is false). ``receipt`` (see ``Receipt``) is given the runs' ids.
+        """
+        _check_limit(len(items), MAX_ENQUEUE_BATCH, "items")
+        job = await self.get_job(name)
+        copies = plan_copies(
+            job, items, self._clock(), self._make_id, prefix="items" if batch else None
+        )
+        done = [Enqueued(c.run_id, c.task_run_ids) for c in copies]
+        await self.store.enqueue_runs(copies, None if receipt is None else receipt(done))
+        await self.broker.publish(deliveries_of(copies))
+        if any(c.template.run.state is RunState.SCHEDULED for c in copies):
+            self._wake()  # delayed, or gated by a pool or run limit: the scheduler takes them
+        return done
 
     async def upcoming(self, name: str, count: int = 10) -> list[datetime]:
         """The next ``count`` fire times of a job, in UTC (none for a ``now`` job)."""

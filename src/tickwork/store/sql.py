@@ -25,6 +25,7 @@ from tickwork.ports import (
     KeyReceipt,
     Lease,
     Materialization,
+    RunCopy,
     RunPage,
     TaskKey,
     TimeWindow,
@@ -191,6 +192,11 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
     # -- runs ------------------------------------------------------------------------------
     async def create_runs(self, runs: Sequence[NewRun], receipt: KeyReceipt | None = None) -> None:
         await self._write(keyed(receipt, lambda conn: run_queries.insert_runs(conn, runs)))
+
+    async def enqueue_runs(
+        self, copies: Sequence[RunCopy], receipt: KeyReceipt | None = None
+    ) -> None:
+        await self._write(keyed(receipt, lambda conn: run_queries.enqueue_runs(conn, copies)))
 
     async def get_run(self, run_id: str) -> RunDetail | None:
         return await self._read(lambda conn: run_queries.get_run(conn, run_id))
