@@ -22,10 +22,13 @@ class EnqueueIn(BaseModel):
     ``at`` (an instant) or ``delay`` (seconds from now), not both, make the run wait; by
     default it is queued at once."""
 
-    model_config = ConfigDict(extra="forbid")
+    # "not both" said in the schema too, so that clients and checkers see it.
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"not": {"required": ["at", "delay"]}}
+    )
 
     params: dict[str, Any] | None = None
-    priority: int | None = Field(None, ge=-100, le=100, strict=True)
+    priority: int | None = Field(None, ge=-100, le=100)
     at: IsoInstant | None = None
     delay: float | None = Field(None, ge=0, le=MAX_DELAY)
 
