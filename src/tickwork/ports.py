@@ -313,6 +313,10 @@ class Materialization:
     runs: Sequence[NewRun]
 
 
+class JobChanged(TickworkError):
+    """The job runs were planned from is no longer the stored one (``enqueue_runs``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunCopy:
     """An enqueued run, inserted as a copy of a planned ``template`` run (``enqueue_runs``).
@@ -440,11 +444,19 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry,
         """
 
     async def enqueue_runs(
-        self, copies: Sequence[RunCopy], receipt: KeyReceipt | None = None
+        self,
+        copies: Sequence[RunCopy],
+        receipt: KeyReceipt | None = None,
+        *,
+        planned_from: Job | None = None,
     ) -> None:
         """Insert enqueued runs (``RunTrigger.ENQUEUE``) with their task runs, all or none, in
         one transaction; ``receipt``: as for ``create_jobs``. Enqueued runs may share a job
         and logical date. On PostgreSQL the rows go in with ``COPY``.
+
+        With ``planned_from``, the transaction first checks that this job (id and
+        ``updated_at``) is still the live one, and raises ``JobChanged`` (nothing written)
+        if it was changed, paused, resumed or deleted since: the caller plans again.
         """
 
     async def get_run(self, run_id: str) -> RunDetail | None: ...

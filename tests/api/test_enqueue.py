@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import httpx2
 import pytest
 
 from tests.api.conftest import cron_job, drain, error_of
-from tests.helpers import Wakes
+from tests.helpers import FakeClock, Wakes
 from tickwork.app.job_changes import PARAMS_ENV
 from tickwork.broker.memory import MemoryBroker
 from tickwork.store import SqlStore
@@ -196,3 +197,22 @@ async def test_idempotency_key_replays_the_ids_and_writes_once(
     single = await api.post(f"{API}/jobs/work/runs", json={}, headers=one)
     assert (await api.post(f"{API}/jobs/work/runs", json={}, headers=one)).json() == single.json()
     assert len(await _runs_of(api, "work")) == 3
+
+
+async def test_a_changed_or_deleted_job_is_read_again(
+    api: httpx2.AsyncClient, clock: FakeClock
+) -> None:
+    await api.post(f"{API}/jobs", json=py_job())
+    assert (await api.post(f"{API}/jobs/work/runs")).status_code == 201  # the job is cached
+    clock.now += timedelta(seconds=1)  # a change is known by its updated_at
+    changed = {"task": {**PY, "kwargs": {"a": 9}}}
+    assert (await api.patch(f"{API}/jobs/work", json=changed)).status_code == 200
+    r = await api.post(f"{API}/jobs/work/runs", json={"params": {"c": 1}})
+    (task_run,) = (await _run(api, r.json()["run_id"]))["task_runs"]
+    assert task_run["config"]["kwargs"] == {"a": 9, "c": 1}
+    assert (await api.delete(f"{API}/jobs/work")).status_code == 204
+    assert (await api.post(f"{API}/jobs/work/runs")).status_code == 404
+    await api.post(f"{API}/jobs", json=py_job())  # the same name, another job
+    r = await api.post(f"{API}/jobs/work/runs")
+    assert r.status_code == 201
+    assert (await _run(api, r.json()["run_id"]))["task_runs"][0]["config"]["kwargs"] == PY["kwargs"]

@@ -84,7 +84,7 @@ class IdempotencyKey:
         return make
 
 
-def idempotency_key(request: Request) -> IdempotencyKey | None:
+async def idempotency_key(request: Request) -> IdempotencyKey | None:
     """The pending key of this request (None without the header)."""
     pending: IdempotencyKey | None = getattr(request.state, "idempotency_key", None)
     return pending

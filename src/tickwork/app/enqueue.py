@@ -13,19 +13,21 @@ does not look at the pause state: pausing a job stops its schedule, not explicit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from tickwork.app.job_changes import config_with_params
-from tickwork.core.errors import ValidationError
-from tickwork.core.model import Job, NewRun, RunTrigger, TaskRunState
+from tickwork.core.errors import Conflict, ValidationError
+from tickwork.core.model import Job, NewRun, RunState, RunTrigger, TaskRunState
 from tickwork.core.runs import new_run
-from tickwork.ports import Delivery, RunCopy
+from tickwork.ports import Broker, Delivery, JobChanged, KeyReceipt, RunCopy, Store
 
 #: The most items ``enqueue_many`` takes in one call (one transaction).
 MAX_ENQUEUE_BATCH = 5000
+#: How many jobs ``Services`` keeps for enqueueing (emptied when full).
+ENQUEUE_JOB_CACHE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,62 @@ def plan_copies(
             )
         )
     return copies
+
+
+class Enqueuer:
+    """The enqueue use case of ``Services``: plan, store in one transaction, publish.
+
+    Jobs enqueued to are kept (up to ENQUEUE_JOB_CACHE): the write's own transaction checks
+    that the kept job is still the stored one (``planned_from``), so a single enqueue costs
+    one transaction, and a changed job is read again and planned anew.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        broker: Broker,
+        *,
+        get_job: Callable[[str], Awaitable[Job]],
+        clock: Callable[[], datetime],
+        make_id: Callable[[], str],
+        wake: Callable[[], None],
+    ) -> None:
+        self._store, self._broker, self._get_job = store, broker, get_job
+        self._clock, self._make_id, self._wake = clock, make_id, wake
+        self._jobs: dict[str, Job] = {}
+
+    async def enqueue(
+        self,
+        name: str,
+        items: Sequence[EnqueueItem],
+        receipt: Callable[[list[Enqueued]], KeyReceipt] | None,
+        prefix: str | None,
+    ) -> list[Enqueued]:
+        for fresh in (False, True):
+            job = await self._job(name, fresh)
+            copies = plan_copies(job, items, self._clock(), self._make_id, prefix=prefix)
+            done = [Enqueued(c.run_id, c.task_run_ids) for c in copies]
+            key = None if receipt is None else receipt(done)
+            try:
+                await self._store.enqueue_runs(copies, key, planned_from=job)
+                break
+            except JobChanged:  # changed since it was kept: plan again from the stored one
+                self._jobs.pop(name, None)
+                if fresh:
+                    raise Conflict("job", f"job {name!r} changed meanwhile; retry") from None
+        await self._broker.publish(deliveries_of(copies))
+        if any(c.template.run.state is RunState.SCHEDULED for c in copies):
+            self._wake()  # delayed, or gated by a pool or run limit: the scheduler takes them
+        return done
+
+    async def _job(self, name: str, fresh: bool) -> Job:
+        job = None if fresh else self._jobs.get(name)
+        if job is None:
+            job = await self._get_job(name)
+            if len(self._jobs) >= ENQUEUE_JOB_CACHE:
+                self._jobs.clear()
+            self._jobs[name] = job
+        return job
 
 
 def deliveries_of(copies: Sequence[RunCopy]) -> list[Delivery]:

@@ -12,13 +12,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeAlias, TypeVar
 
-from tickwork.app.enqueue import (
-    MAX_ENQUEUE_BATCH,
-    Enqueued,
-    EnqueueItem,
-    deliveries_of,
-    plan_copies,
-)
+from tickwork.app.enqueue import MAX_ENQUEUE_BATCH, Enqueued, EnqueueItem, Enqueuer
 from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.pools import PoolService
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
@@ -99,6 +93,9 @@ class Services:
         self._url_guard = url_guard
         # Pools (operator settings), and the check that jobs name only existing ones.
         self.pools = PoolService(store, clock)
+        self._enqueuer = Enqueuer(
+            store, broker, get_job=self.get_job, clock=clock, make_id=make_id, wake=wake
+        )
 
     def now(self) -> datetime:
         """The services' clock."""
@@ -230,16 +227,7 @@ class Services:
         ``batch`` is false). ``receipt`` (see ``Receipt``) is given the runs' ids.
         """
         _check_limit(len(items), MAX_ENQUEUE_BATCH, "items")
-        job = await self.get_job(name)
-        copies = plan_copies(
-            job, items, self._clock(), self._make_id, prefix="items" if batch else None
-        )
-        done = [Enqueued(c.run_id, c.task_run_ids) for c in copies]
-        await self.store.enqueue_runs(copies, None if receipt is None else receipt(done))
-        await self.broker.publish(deliveries_of(copies))
-        if any(c.template.run.state is RunState.SCHEDULED for c in copies):
-            self._wake()  # delayed, or gated by a pool or run limit: the scheduler takes them
-        return done
+        return await self._enqueuer.enqueue(name, items, receipt, "items" if batch else None)
 
     async def upcoming(self, name: str, count: int = 10) -> list[datetime]:
         """The next ``count`` fire times of a job, in UTC (none for a ``now`` job)."""

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.core.errors import NotFound, ValidationError
-from tickwork.core.model import NewRun, RunDetail, RunState, TaskRun, TaskRunState
+from tickwork.core.model import Job, NewRun, RunDetail, RunState, TaskRun, TaskRunState
 from tickwork.core.states import CANCELLABLE_AT_REST, RETRYABLE, derive_run_state
-from tickwork.ports import DeadLetterPage, RunCopy, RunPage, TimeWindow
+from tickwork.ports import DeadLetterPage, JobChanged, RunCopy, RunPage, TimeWindow
 from tickwork.store.bulk import bulk_insert
 from tickwork.store.common import chunked, insert_ignoring_duplicates, param
 from tickwork.store.readiness import CHILD_COLUMNS, advance
@@ -36,7 +36,7 @@ from tickwork.store.run_rows import (
     rows_of,
     rows_of_copies,
 )
-from tickwork.store.schema import RUNS_UNIQUE_WHERE, attempts, runs, task_runs
+from tickwork.store.schema import RUNS_UNIQUE_WHERE, attempts, jobs, runs, task_runs
 
 RUN_TERMINAL = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
 RUN_AT_REST = frozenset({RunState.SCHEDULED, RunState.QUEUED})
@@ -56,8 +56,19 @@ def insert_runs(conn: Connection, new_runs: Sequence[NewRun]) -> None:
     insert_run_rows(conn, rows_of(new_runs))
 
 
-def enqueue_runs(conn: Connection, copies: Sequence[RunCopy]) -> None:
-    """Insert enqueued runs, copies of planned template runs (see ``RunCopy``)."""
+def enqueue_runs(
+    conn: Connection, copies: Sequence[RunCopy], planned_from: Job | None = None
+) -> None:
+    """Insert enqueued runs, copies of planned template runs (see ``RunCopy``), if the job
+    they were planned from is still the live one (``JobChanged`` otherwise)."""
+    if planned_from is not None:
+        current = sa.select(jobs.c.id).where(
+            jobs.c.id == planned_from.id,
+            jobs.c.updated_at == planned_from.updated_at,
+            jobs.c.deleted_at.is_(None),
+        )
+        if conn.scalar(current) is None:
+            raise JobChanged(f"job {planned_from.name!r} changed since it was read")
     insert_run_rows(conn, rows_of_copies(copies))
 
 
