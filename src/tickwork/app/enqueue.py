@@ -8,7 +8,9 @@ without a record per run.
 
 An enqueued run has trigger ``enqueue`` and the enqueue instant as its logical date; unlike
 the other runs, many may share a job and logical date. Like a manual trigger, enqueueing
-does not look at the pause state: pausing a job stops its schedule, not explicit runs.
+does not look at the pause state: a run queued at once runs; one that waits for the
+scheduler (a due instant, a pool or run limit) waits for the job's resume, as every
+scheduled run of a paused job does.
 """
 
 from __future__ import annotations

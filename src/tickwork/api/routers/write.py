@@ -164,7 +164,8 @@ async def enqueue_run(
 ) -> EnqueuedRead:
     """Enqueue one run of the job with optional `params`, `priority` and `at`/`delay`
     (task-queue style). Unlike trigger, many runs may share a logical date (the enqueue
-    instant). A paused job's runs are enqueued and run, as with trigger."""
+    instant). A paused job takes them as it takes triggered runs; one with `at`/`delay`
+    waits for its resume."""
     item = (body or EnqueueIn()).to_item(services.now())
     receipt = receipt_of(key, EnqueuedRead.of)
     done = await services.enqueue_many(name, [item], receipt=receipt, batch=False)
