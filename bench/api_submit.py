@@ -105,6 +105,11 @@ def main() -> None:
     parser.add_argument("--mode", choices=["enqueue", "jobs"], default="enqueue")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument(
+        "--server-path",
+        help="PYTHONPATH of the server processes only, e.g. the src/ of a baseline checkout "
+        "(`git archive <rev> src | tar -x -C DIR`) to measure before/after in one session",
+    )
     args = parser.parse_args()
     db = f"bench_api_submit_{os.getpid()}"
     with psycopg.connect(args.pg, autocommit=True) as admin:
@@ -122,6 +127,8 @@ def main() -> None:
                 "TICKWORK_PORT": str(port),
                 "TICKWORK_DATA_DIR": data,
             }  # fmt: skip
+            if args.server_path:
+                env["PYTHONPATH"] = args.server_path
             subprocess.run([str(BIN), "db", "upgrade"], env=env, check=True, capture_output=True)
             token = (Path(data) / "admin.token").read_text().strip()
             api = subprocess.Popen([str(BIN), "api"], env=env, stdout=subprocess.DEVNULL,
