@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -193,10 +194,14 @@ def pg_database(host: str, port: int, user: str, name: str) -> Iterator[None]:
 
 
 def ensure_venv(root: Path, name: str, pins: tuple[str, ...], log: Path) -> Path:
-    """``root/name`` with exactly ``pins`` installed; reused when its stamp matches."""
+    """``root/name`` with exactly ``pins`` installed; reused when its stamp matches (for a
+    local project among the pins, ``-e <dir>``, that includes its pyproject.toml: a new
+    dependency rebuilds the venv)."""
     venv = root / name
     stamp = venv / "peerbench-pins.txt"
-    wanted = "\n".join([f"python {sys.version.split()[0]}", *pins]) + "\n"
+    projects = [Path(p) / "pyproject.toml" for p in pins if (Path(p) / "pyproject.toml").is_file()]
+    digests = [f"{p} {hashlib.sha256(p.read_bytes()).hexdigest()}" for p in projects]
+    wanted = "\n".join([f"python {sys.version.split()[0]}", *pins, *digests]) + "\n"
     python = venv / "bin" / "python"
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
         return venv

@@ -19,6 +19,7 @@ delays. See bench/README.md, "tickwork".
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -54,15 +55,24 @@ NOTES = (
 )
 
 
-def spec(name: str, task: str, inflight: int, *, default: bool) -> PeerSpec:
-    extra = (("PEERBENCH_TW_TASK", task), ("PEERBENCH_TW_INFLIGHT", str(inflight)))
+def spec(
+    name: str, task: str, inflight: int, *, default: bool, submit: str = "enqueue"
+) -> PeerSpec:
+    extra = (
+        ("PEERBENCH_TW_TASK", task),
+        ("PEERBENCH_TW_INFLIGHT", str(inflight)),
+        ("PEERBENCH_TW_SUBMIT", submit),
+    )
     return PeerSpec(
         name=name,
         peer="tickwork",
         package="tickwork",
         pins=("-e", str(ROOT)),
         commands=commands(CONCURRENCY),
-        config=f"1 scheduler, 2 workers x concurrency {CONCURRENCY}, 1 API; task {task}",
+        config=(
+            f"1 scheduler, 2 workers x concurrency {CONCURRENCY}, 1 API; task {task}; "
+            f"submit: {submit}"
+        ),
         notes=NOTES,
         needs_pg=True,
         default=default,
@@ -109,25 +119,51 @@ class TickworkContender(PeerContender):
         return {"p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "max_ms": round(float(top), 2),
                 "n": int(count)}  # fmt: skip
 
+    def _cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) so far of each tickwork process, by role, and of the
+        PostgreSQL backends serving the contender's database (by pid)."""
+        names = ["scheduler", *(f"worker-{k}" for k in range(len(self.workers) - 2)), "api"]
+        procs = zip(names, self.workers, strict=True)
+        out = {name: _proc_cpu(proc.popen.pid) for name, proc in procs}
+        db = self.env["PEERBENCH_PG_DB"]
+        pids = self._sql(f"SELECT pid FROM pg_stat_activity WHERE datname = '{db}'")
+        out |= {f"pg-{row[0]}": _proc_cpu(int(row[0])) for row in pids}
+        return out
+
+    def _cpu_per_job(self, before: dict[str, float], n: int) -> dict[str, float]:
+        """CPU µs per job of each role since ``before`` (workers and PostgreSQL summed)."""
+        after = self._cpu()
+        spent: dict[str, float] = {}
+        for name, seconds in after.items():
+            role = name.split("-")[0]
+            spent[role] = spent.get(role, 0.0) + seconds - before.get(name, 0.0)
+        spent["total"] = sum(spent.values())
+        return {role: round(s * 1e6 / n, 1) for role, s in spent.items()}
+
     def w1(self, n: int) -> Throughput:
         mark = self.records.count()
+        cpu = self._cpu()
         result = super().w1(n)
         starts, _ = first_starts(self.records.read(mark), "w1")
         first_ns = max(starts.values()) - round(result.total_s * 1e9)
         ok, seen_ns = self._succeeded("w1", n)
+        cpu_us = self._cpu_per_job(cpu, n)
         durable_s = (seen_ns - first_ns) / 1e9
         extra = {
             "pg_success": ok,
             "pg_durable_s": round(durable_s, 3),
             "pg_durable_jobs_per_s": round(n / durable_s, 1),
             "pg_start_after_created_ms": self._delays("w1", "r.created_at"),
+            "cpu_us_per_job": cpu_us,
         }
         return dataclasses.replace(result, extra=result.extra | extra)
 
     def w2(self, rate: float, seconds: float) -> Latency:
+        cpu = self._cpu()
         result = super().w2(rate, seconds)
         extra = {
             "pg_success": self._succeeded("w2", result.n)[0],
+            "cpu_us_per_job": self._cpu_per_job(cpu, result.n),
             "pg_start_after_created_ms": self._delays("w2", "r.created_at"),
         }
         return dataclasses.replace(result, extra=result.extra | extra)
@@ -141,6 +177,18 @@ class TickworkContender(PeerContender):
         return dataclasses.replace(result, extra=result.extra | extra)
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 def _factory(peer_spec: PeerSpec) -> Any:
     def make(services: Services) -> Contender:
         return TickworkContender(peer_spec, services)
@@ -152,6 +200,7 @@ SPECS = [
     spec("tickwork", "anoop", 2, default=True),
     spec("tickwork-sync", "noop", 2, default=False),
     spec("tickwork-1req", "anoop", 1, default=False),
+    spec("tickwork-jobs", "anoop", 2, default=False, submit="jobs"),
 ]
 for _spec in SPECS:
     register(_spec.name, _factory(_spec), default=_spec.default)

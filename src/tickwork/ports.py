@@ -8,7 +8,7 @@ actor (a worker, the reaper, a cancel) got there first. That is normal, not an e
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -313,6 +313,27 @@ class Materialization:
     runs: Sequence[NewRun]
 
 
+class JobChanged(TickworkError):
+    """The job runs were planned from is no longer the stored one (``enqueue_runs``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunCopy:
+    """An enqueued run, inserted as a copy of a planned ``template`` run (``enqueue_runs``).
+
+    It has its own ids (``task_run_ids`` in the order of the template's task runs), its own
+    task configs (the same objects as the template's where params do not change them) and,
+    if set, its own priority for every task and its own due instant.
+    """
+
+    template: NewRun
+    run_id: str
+    task_run_ids: tuple[str, ...]
+    configs: tuple[Mapping[str, Any], ...]
+    priority: int | None = None
+    due_at: datetime | None = None
+
+
 class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry, Protocol):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.
 
@@ -420,6 +441,22 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry,
 
         Raises ``Conflict("logical_date", ...)`` if the job already has a run for one of the
         logical dates; then nothing is written. ``receipt``: as for ``create_jobs``.
+        """
+
+    async def enqueue_runs(
+        self,
+        copies: Sequence[RunCopy],
+        receipt: KeyReceipt | None = None,
+        *,
+        planned_from: Job | None = None,
+    ) -> None:
+        """Insert enqueued runs (``RunTrigger.ENQUEUE``) with their task runs, all or none, in
+        one transaction; ``receipt``: as for ``create_jobs``. Enqueued runs may share a job
+        and logical date. On PostgreSQL the rows go in with ``COPY``.
+
+        With ``planned_from``, the transaction first checks that this job (id and
+        ``updated_at``) is still the live one, and raises ``JobChanged`` (nothing written)
+        if it was changed, paused, resumed or deleted since: the caller plans again.
         """
 
     async def get_run(self, run_id: str) -> RunDetail | None: ...

@@ -217,6 +217,19 @@ class RunDetail(RunInfo):
     attempts: list[AttemptInfo]
 
 
+class Enqueued(TypedDict):
+    """One enqueued run: its id and its task runs' ids, in the job's task order."""
+
+    run_id: str
+    task_run_ids: list[str]
+
+
+class EnqueuedBatch(TypedDict):
+    """Enqueued runs' ids, in the order of the items sent."""
+
+    run_ids: list[str]
+
+
 class RunPage(TypedDict):
     runs: list[RunInfo]
     next_cursor: str | None

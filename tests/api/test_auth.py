@@ -42,6 +42,8 @@ RULES: dict[tuple[str, str], Scope] = {
     ("PUT", "/api/v1/jobs/{name}"): Scope.WRITE,
     ("DELETE", "/api/v1/jobs/{name}"): Scope.WRITE,
     ("POST", "/api/v1/jobs/{name}/trigger"): Scope.WRITE,
+    ("POST", "/api/v1/jobs/{name}/runs"): Scope.WRITE,
+    ("POST", "/api/v1/jobs/{name}/runs/batch"): Scope.WRITE,
     ("POST", "/api/v1/jobs/{name}/pause"): Scope.WRITE,
     ("POST", "/api/v1/jobs/{name}/resume"): Scope.WRITE,
     ("POST", "/api/v1/runs/{run_id}/cancel"): Scope.WRITE,

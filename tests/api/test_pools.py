@@ -68,6 +68,7 @@ async def test_a_job_may_name_a_pool_only_while_it_exists(api: httpx2.AsyncClien
         ("db", {}, "slots", "Field required"),
         ("db", {"slots": 1, "colour": "red"}, "colour", "Extra inputs"),
         ("db", {"slots": 1, "description": "x" * 1001}, "description", "at most 1000"),
+        ("db", {"slots": 1, "description": "\u0000"}, "description", "NUL character"),
         ("-db", {"slots": 1}, "name", "is not a valid name"),
     ],
 )

@@ -149,3 +149,46 @@ def test_unreachable_server_is_one_error_line() -> None:
 def test_url_comes_from_tickwork_url_when_not_given() -> None:
     result = CliRunner().invoke(app, ["run", "list"], env={"TICKWORK_URL": "http://127.0.0.1:9"})
     assert "http://127.0.0.1:9" in error_line(result)
+
+
+def test_job_enqueue_with_params_count_and_file(cli: Cli, tmp_path: Any) -> None:
+    cli.ok("job", "add", "w", "--cron", "0 3 * * *", "--python", "m:f", "--args", '{"a": 1}')
+    one = json.loads(cli.ok("job", "enqueue", "w", "--params", '{"b": 2}', "-o", "json").stdout)
+    assert len(one["run_ids"]) == 1
+    assert "enqueued run " in cli.ok("job", "enqueue", "w").stdout
+    assert "enqueued 3 runs of w" in cli.ok("job", "enqueue", "w", "--count", "3").stdout
+    lines = tmp_path / "runs.jsonl"
+    lines.write_text('{"n": 1}\n\n{"n": 2}\n')
+    many = json.loads(cli.ok("job", "enqueue", "w", "--from-file", str(lines), "-o", "json").stdout)
+    runs = json.loads(cli.ok("run", "list", "--job", "w", "-o", "json").stdout)["runs"]
+    assert len(runs) == 7 and {r["trigger"] for r in runs} == {"enqueue"}
+    detail = json.loads(cli.ok("run", "show", many["run_ids"][1], "-o", "json").stdout)
+    assert detail["task_runs"][0]["config"]["kwargs"] == {"a": 1, "n": 2}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["w", "--params", "{nope"], "error: --params: not valid JSON"),
+        (["w", "--params", "[1]"], "error: --params: must be a JSON object"),
+        (["nope"], "error: no job 'nope'"),
+        (
+            ["w", "--priority", "7", "--from-file", "/no/such/file"],
+            "error: --from-file: cannot read",
+        ),
+        (["w", "--count", "2", "--from-file", "x"], "error: --from-file: give either"),
+    ],
+)
+def test_job_enqueue_bad_input_is_one_line(cli: Cli, args: list[str], expected: str) -> None:
+    cli.ok("job", "add", "w", "--cron", "0 3 * * *", "--python", "m:f")
+    assert error_line(cli("job", "enqueue", *args)).startswith(expected)
+
+
+def test_job_enqueue_bad_line_of_a_file_names_the_line(cli: Cli, tmp_path: Any) -> None:
+    cli.ok("job", "add", "w", "--cron", "0 3 * * *", "--python", "m:f")
+    lines = tmp_path / "runs.jsonl"
+    lines.write_text('{"n": 1}\n"text"\n')
+    assert error_line(cli("job", "enqueue", "w", "--from-file", str(lines))) == (
+        f"error: {lines}:2: must be a JSON object, e.g. '{{\"user\": 42}}'"
+    )
+    assert json.loads(cli.ok("run", "list", "--job", "w", "-o", "json").stdout)["runs"] == []

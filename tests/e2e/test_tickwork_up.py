@@ -146,3 +146,31 @@ def test_second_server_on_the_same_data_dir_is_refused(server: Server) -> None:
     twin = Server(server.data_dir)
     with pytest.raises(AssertionError, match="in use by another tickwork process"):
         twin.start()
+
+
+def test_enqueued_runs_execute_with_their_params(cli: Cli, tmp_path: Path) -> None:
+    never = ("--cron", "0 0 1 1 *")
+    cli("job", "add", "greet", *never, "--python", "tickwork.examples:hello",
+        "--args", '{"name": "Ada"}')  # fmt: skip
+    cli("job", "add", "echo", *never, "--", "sh", "-c", "echo params=$TICKWORK_PARAMS")
+    lines = tmp_path / "names.jsonl"
+    lines.write_text('{"name": "Bob"}\n{"name": "Cy"}\n')
+    cli("job", "enqueue", "greet", "--params", '{"name": "Di"}')
+    cli("job", "enqueue", "greet", "--from-file", str(lines))
+    cli("job", "enqueue", "echo", "--params", '{"n": 7}', "--count", "2")
+
+    def finished(job: str, count: int) -> list[dict[str, Any]]:
+        runs: list[dict[str, Any]] = wait_for(
+            lambda: cli.json("run", "list", "--job", job)["runs"],
+            lambda runs: len(runs) == count and all(r["state"] in FINISHED for r in runs),
+        )
+        assert {(r["state"], r["trigger"]) for r in runs} == {("success", "enqueue")}
+        return runs
+
+    logs = [cli("run", "logs", r["id"]).stdout for r in finished("greet", 3)]
+    greeted = {
+        name for name in ("Ada", "Bob", "Cy", "Di") for log in logs if f"hello, {name}" in log
+    }
+    assert greeted == {"Bob", "Cy", "Di"}
+    echoed = [cli("run", "logs", r["id"]).stdout for r in finished("echo", 2)]
+    assert all('params={"n": 7}' in log for log in echoed), echoed

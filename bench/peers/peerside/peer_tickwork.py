@@ -5,11 +5,20 @@ worker --concurrency C`` and ``tickwork api``, over a fresh PostgreSQL database 
 Redis, configured by ``TICKWORK_*`` variables. ``setup`` runs ``tickwork db upgrade``, which
 writes the first admin token to ``$TICKWORK_DATA_DIR/admin.token``; python tasks need it.
 
-Jobs go through the public SDK (``tickwork.Client``, i.e. the HTTP API): W1 through
-``create_jobs`` (``POST /api/v1/jobs/batch``, 1,000 jobs per request, ``PEERBENCH_TW_INFLIGHT``
-requests in flight), W2 one ``create_job`` (``POST /api/v1/jobs``) per job, W3 ``at`` jobs
-through ``create_jobs``. Each job is named ``<tag>-<id>`` and runs ``peer_tickwork:noop`` (or
-``anoop``, ``PEERBENCH_TW_TASK``) with ``{"tag": …, "i": …}``.
+Work goes through the public SDK (``tickwork.Client``, i.e. the HTTP API), in one of two ways
+(``PEERBENCH_TW_SUBMIT``):
+
+- ``enqueue`` (default), task-queue style like the peers' ``task.delay(...)``: one job per
+  workload, ``<tag>-jobs`` (a paused cron job that never fires by itself), and a run of it per
+  submit with ``{"tag": …, "i": …}`` as params. W1 ``enqueue_many`` (``POST
+  /api/v1/jobs/{name}/runs/batch``, 5,000 runs per request, ``PEERBENCH_TW_INFLIGHT`` requests
+  in flight), W2 one ``enqueue`` (``POST /api/v1/jobs/{name}/runs``) per job.
+- ``jobs``: a job per submit, named ``<tag>-<i>``: W1 ``create_jobs`` (``POST /api/v1/jobs/batch``,
+  1,000 jobs per request), W2 one ``create_job`` (``POST /api/v1/jobs``) per job.
+
+W3 creates ``at`` jobs through ``create_jobs`` either way. Either way ``job_name LIKE '<tag>-%'``
+selects a workload's runs. The task is ``peer_tickwork:noop`` (or ``anoop``,
+``PEERBENCH_TW_TASK``) with ``{"tag": …, "i": …}``.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -29,13 +39,23 @@ from peer_record import record
 from tickwork.sdk import Client as SdkClient
 from tickwork.sdk import JobInput
 
-BATCH = 1000  # the batch endpoint's maximum
+BATCH = 1000  # the job batch endpoint's maximum
+RUN_BATCH = 5000  # the enqueue batch endpoint's maximum
 INFLIGHT = int(os.environ.get("PEERBENCH_TW_INFLIGHT", "2"))
 TASK = os.environ.get("PEERBENCH_TW_TASK", "noop")
+SUBMIT = os.environ.get("PEERBENCH_TW_SUBMIT", "enqueue")
+if SUBMIT not in ("enqueue", "jobs"):
+    raise SystemExit(f"PEERBENCH_TW_SUBMIT must be enqueue or jobs, not {SUBMIT!r}")
 BULK = (
-    f"SDK create_jobs (POST /api/v1/jobs/batch), {BATCH} jobs per request, "
+    f"SDK enqueue_many (POST /api/v1/jobs/{{name}}/runs/batch), {RUN_BATCH} runs per request, "
+    f"{INFLIGHT} request(s) in flight"
+    if SUBMIT == "enqueue"
+    else f"SDK create_jobs (POST /api/v1/jobs/batch), {BATCH} jobs per request, "
     f"{INFLIGHT} request(s) in flight"
 )
+#: The workloads that submit runs of one job each in ``enqueue`` mode (W3 creates jobs).
+ENQUEUED_TAGS = ("wu", "w1", "w2")
+NEVER = {"kind": "cron", "cron": "0 0 1 1 *", "timezone": "UTC"}  # paused anyway
 
 
 def noop(tag: str, i: int) -> None:
@@ -77,25 +97,46 @@ def wait_ready(timeout: float = 60.0) -> None:
             time.sleep(0.1)
 
 
+def workload_job(tag: str) -> JobInput:
+    """The one job of a workload in ``enqueue`` mode: its runs get their params per submit."""
+    task = {"kind": "python", "target": f"peer_tickwork:{TASK}"}
+    return cast(JobInput, {"name": f"{tag}-jobs", "schedule": NEVER, "task": task})
+
+
 class Client:
     def __init__(self) -> None:
         wait_ready()
         self._clients = [SdkClient(_url(), token=_token(), timeout=120.0) for _ in range(INFLIGHT)]
+        if SUBMIT == "enqueue":
+            for tag in ENQUEUED_TAGS:  # before any timing starts
+                self._clients[0].apply_job(workload_job(tag))
+                self._clients[0].pause(f"{tag}-jobs")
 
-    def _batches(self, batches: list[list[JobInput]]) -> None:
-        def send(k: int) -> None:
+    def _in_flight(
+        self, send: Callable[[SdkClient, list[Any]], object], batches: list[Any]
+    ) -> None:
+        def each(k: int) -> None:
             for chunk in batches[k::INFLIGHT]:
-                self._clients[k].create_jobs(chunk, allow_past=True)
+                send(self._clients[k], chunk)
 
         with ThreadPoolExecutor(INFLIGHT) as pool:
-            list(pool.map(send, range(INFLIGHT)))
+            list(pool.map(each, range(INFLIGHT)))
 
     def submit_bulk(self, tag: str, ids: range) -> None:
+        if SUBMIT == "enqueue":
+            params = [{"tag": tag, "i": i} for i in ids]
+            runs = [params[s : s + RUN_BATCH] for s in range(0, len(params), RUN_BATCH)]
+            self._in_flight(lambda c, chunk: c.enqueue_many(f"{tag}-jobs", chunk), runs)
+            return
         jobs = [job(tag, i, NOW) for i in ids]
-        self._batches([jobs[s : s + BATCH] for s in range(0, len(jobs), BATCH)])
+        batches = [jobs[s : s + BATCH] for s in range(0, len(jobs), BATCH)]
+        self._in_flight(lambda c, chunk: c.create_jobs(chunk, allow_past=True), batches)
 
     def submit(self, tag: str, i: int) -> None:
-        self._clients[0].create_job(job(tag, i, NOW))
+        if SUBMIT == "enqueue":
+            self._clients[0].enqueue(f"{tag}-jobs", {"tag": tag, "i": i})
+        else:
+            self._clients[0].create_job(job(tag, i, NOW))
 
     def submit_at_many(self, tag: str, jobs: list[tuple[int, datetime]]) -> list[int]:
         """``at`` jobs through the batch endpoint, in the given (shuffled) order; returns,

@@ -1,4 +1,4 @@
-"""``Idempotency-Key`` on job create (single and batch) and trigger.
+"""``Idempotency-Key`` on job create (single and batch), trigger and enqueue.
 
 The same key with the same request (method, path, query and body bytes) replays the first
 response, status and body; with a different request it is a 409. Keys are kept per token
@@ -37,7 +37,9 @@ HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
 PURGE_EVERY = 60.0  # seconds between sweeps of expired keys, per process
 #: Endpoint names of the routes that honour the header.
-IDEMPOTENT_ROUTES = frozenset({"create_job", "create_jobs", "trigger_job"})
+IDEMPOTENT_ROUTES = frozenset(
+    {"create_job", "create_jobs", "trigger_job", "enqueue_run", "enqueue_runs"}
+)
 
 _HEADER_DOC: dict[str, Any] = {
     "name": HEADER,
@@ -82,7 +84,7 @@ class IdempotencyKey:
         return make
 
 
-def idempotency_key(request: Request) -> IdempotencyKey | None:
+async def idempotency_key(request: Request) -> IdempotencyKey | None:
     """The pending key of this request (None without the header)."""
     pending: IdempotencyKey | None = getattr(request.state, "idempotency_key", None)
     return pending

@@ -68,9 +68,16 @@ def with_params(job: Job, params: Mapping[str, Any] | None) -> Job:
 
 
 def _task_with_params(task: Task, params: Mapping[str, Any]) -> Task:
-    config = dict(task.config)
-    if task.kind is TaskKind.PYTHON:
-        config["kwargs"] = {**config.get("kwargs", {}), **params}
-    elif task.kind is TaskKind.SHELL:
-        config["env"] = {**config.get("env", {}), PARAMS_ENV: json.dumps(dict(params))}
-    return replace(task, config=config)
+    return replace(task, config=config_with_params(task.kind, task.config, params))
+
+
+def config_with_params(
+    kind: TaskKind, config: Mapping[str, Any], params: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """A task's ``config`` as a run with ``params`` sees it (see ``with_params``); the same
+    object for an http task, which ignores params."""
+    if kind is TaskKind.PYTHON:
+        return {**config, "kwargs": {**config.get("kwargs", {}), **params}}
+    if kind is TaskKind.SHELL:
+        return {**config, "env": {**config.get("env", {}), PARAMS_ENV: json.dumps(dict(params))}}
+    return config

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeAlias, TypeVar
 
+from tickwork.app.enqueue import MAX_ENQUEUE_BATCH, Enqueued, EnqueueItem, Enqueuer
 from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.pools import PoolService
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
@@ -92,6 +93,9 @@ class Services:
         self._url_guard = url_guard
         # Pools (operator settings), and the check that jobs name only existing ones.
         self.pools = PoolService(store, clock)
+        self._enqueuer = Enqueuer(
+            store, broker, get_job=self.get_job, clock=clock, make_id=make_id, wake=wake
+        )
 
     def now(self) -> datetime:
         """The services' clock."""
@@ -208,6 +212,22 @@ class Services:
         await self.store.create_runs([nr], None if receipt is None else receipt(created))
         await self._publish(nr.task_runs)
         return await self.get_run(nr.run.id)
+
+    async def enqueue_many(
+        self,
+        name: str,
+        items: Sequence[EnqueueItem],
+        *,
+        receipt: Receipt[list[Enqueued]] | None = None,
+        batch: bool = True,
+    ) -> list[Enqueued]:
+        """Enqueue runs of the job ``name``, one per item, in one transaction: all or none.
+
+        See ``tickwork.app.enqueue``. Errors name ``items[i].field`` (``field`` alone when
+        ``batch`` is false). ``receipt`` (see ``Receipt``) is given the runs' ids.
+        """
+        _check_limit(len(items), MAX_ENQUEUE_BATCH, "items")
+        return await self._enqueuer.enqueue(name, items, receipt, "items" if batch else None)
 
     async def upcoming(self, name: str, count: int = 10) -> list[datetime]:
         """The next ``count`` fire times of a job, in UTC (none for a ``now`` job)."""

@@ -1,4 +1,5 @@
-"""``tickwork job ...``: add, apply, list, show, trigger, pause, resume and delete jobs."""
+"""``tickwork job ...``: add, apply, list, show, trigger, enqueue, pause, resume and delete
+jobs."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from tickwork.cli.common import (
     reported_errors,
 )
 from tickwork.cli.job_apply import apply
+from tickwork.cli.job_enqueue import enqueue
 from tickwork.cli.job_input import JobFlags, job_input
 from tickwork.cli.output import emit, print_fields, print_json, print_line, print_table, when
 from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
 app.command("apply")(apply)
+app.command("enqueue")(enqueue)
 
 NameArg = Annotated[str, typer.Argument(help="The job's name.")]
 _SCHEDULE = "Schedule (exactly one)"

@@ -85,6 +85,7 @@ class RunTrigger(StrEnum):
     MANUAL = "manual"  # `tickwork job trigger`
     CATCHUP = "catchup"  # a missed cron fire created on restart or resume (catchup=true)
     MISSED = "missed"  # a missed cron fire recorded as skipped (catchup=false)
+    ENQUEUE = "enqueue"  # task-queue style: `POST /jobs/{name}/runs`; many per instant
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,12 +45,20 @@ def param(column: sa.Column[Any]) -> sa.BindParameter[Any]:
 
 
 def insert_ignoring_duplicates(
-    conn: Connection, table: sa.Table, index_elements: Sequence[str]
+    conn: Connection,
+    table: sa.Table,
+    index_elements: Sequence[str],
+    index_where: sa.ColumnElement[bool] | sa.TextClause | None = None,
 ) -> sa.Insert:
-    """``INSERT … ON CONFLICT (index_elements) DO NOTHING`` in the connection's dialect."""
+    """``INSERT … ON CONFLICT (index_elements) [WHERE index_where] DO NOTHING`` in the
+    connection's dialect (``index_where``: the predicate of a partial unique index)."""
     if conn.dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=index_elements)
-    return sqlite.insert(table).on_conflict_do_nothing(index_elements=index_elements)
+        return postgresql.insert(table).on_conflict_do_nothing(
+            index_elements=index_elements, index_where=index_where
+        )
+    return sqlite.insert(table).on_conflict_do_nothing(
+        index_elements=index_elements, index_where=index_where
+    )
 
 
 def conflict_from(exc: IntegrityError) -> Conflict | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -13,6 +14,7 @@ from sqlalchemy.engine import Connection
 from tickwork.core.errors import Conflict
 from tickwork.core.model import Job, NewRun, ScheduleKind, Task, TaskRun, TaskRunState
 from tickwork.ports import JobFilter
+from tickwork.store.bulk import bulk_insert
 from tickwork.store.common import chunked
 from tickwork.store.rows import job_from_row, job_to_row, task_from_row, task_to_row
 from tickwork.store.runs import cancel_task_runs, insert_new_runs, insert_runs, refresh_runs
@@ -25,11 +27,19 @@ def create_jobs(conn: Connection, items: Sequence[tuple[Job, Sequence[NewRun]]])
     if not items:
         return
     _refuse_taken_names(conn, [job.name for job, _ in items])
-    conn.execute(jobs.insert(), [job_to_row(job) for job, _ in items])
-    task_rows = [task_to_row(job.id, i, t) for job, _ in items for i, t in enumerate(job.tasks)]
-    if task_rows:
-        conn.execute(tasks.insert(), task_rows)
+    _bulk_rows(conn, jobs, [job_to_row(job) for job, _ in items])
+    _bulk_rows(
+        conn,
+        tasks,
+        [task_to_row(job.id, i, t) for job, _ in items for i, t in enumerate(job.tasks)],
+    )
     insert_runs(conn, [run for _, new_runs in items for run in new_runs])
+
+
+def _bulk_rows(conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Rows made by one ``*_to_row`` function (same keys, same order), ``COPY``-ed in."""
+    if rows:
+        bulk_insert(conn, table, tuple(rows[0]), [tuple(row.values()) for row in rows])
 
 
 def _refuse_taken_names(conn: Connection, names: Sequence[str]) -> None:

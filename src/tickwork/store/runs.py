@@ -15,9 +15,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.core.errors import NotFound, ValidationError
-from tickwork.core.model import NewRun, RunDetail, RunState, TaskRun, TaskRunState
+from tickwork.core.model import Job, NewRun, RunDetail, RunState, TaskRun, TaskRunState
 from tickwork.core.states import CANCELLABLE_AT_REST, RETRYABLE, derive_run_state
-from tickwork.ports import DeadLetterPage, RunPage, TimeWindow
+from tickwork.ports import DeadLetterPage, JobChanged, RunCopy, RunPage, TimeWindow
+from tickwork.store.bulk import bulk_insert
 from tickwork.store.common import chunked, insert_ignoring_duplicates, param
 from tickwork.store.readiness import CHILD_COLUMNS, advance
 from tickwork.store.rows import (
@@ -28,26 +29,56 @@ from tickwork.store.rows import (
     task_run_from_row,
     task_run_to_row,
 )
-from tickwork.store.schema import attempts, runs, task_runs
+from tickwork.store.run_rows import (
+    RUN_COLUMNS,
+    TASK_RUN_COLUMNS,
+    RunRows,
+    rows_of,
+    rows_of_copies,
+)
+from tickwork.store.schema import RUNS_UNIQUE_WHERE, attempts, jobs, runs, task_runs
 
 RUN_TERMINAL = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
 RUN_AT_REST = frozenset({RunState.SCHEDULED, RunState.QUEUED})
 DEAD = "dead"
 
 
+def insert_run_rows(conn: Connection, rows: RunRows) -> None:
+    """Insert runs and their task runs (``COPY`` on PostgreSQL): the one path every new run
+    but a cron fire takes (``insert_new_runs``). A duplicate (job, logical date) of a run
+    that is not enqueued raises IntegrityError."""
+    bulk_insert(conn, runs, RUN_COLUMNS, rows.runs)
+    bulk_insert(conn, task_runs, TASK_RUN_COLUMNS, rows.task_runs)
+
+
 def insert_runs(conn: Connection, new_runs: Sequence[NewRun]) -> None:
-    """Insert runs and their task runs; a duplicate (job, logical date) raises IntegrityError."""
-    if not new_runs:
-        return
-    conn.execute(runs.insert(), [run_to_row(n.run) for n in new_runs])
-    _insert_task_runs(conn, [tr for n in new_runs for tr in n.task_runs])
+    """Insert runs given as records (job creation, manual triggers)."""
+    insert_run_rows(conn, rows_of(new_runs))
+
+
+def enqueue_runs(
+    conn: Connection, copies: Sequence[RunCopy], planned_from: Job | None = None
+) -> None:
+    """Insert enqueued runs, copies of planned template runs (see ``RunCopy``), if the job
+    they were planned from is still the live one (``JobChanged`` otherwise)."""
+    if planned_from is not None:
+        current = sa.select(jobs.c.id).where(
+            jobs.c.id == planned_from.id,
+            jobs.c.updated_at == planned_from.updated_at,
+            jobs.c.deleted_at.is_(None),
+        )
+        if conn.scalar(current) is None:
+            raise JobChanged(f"job {planned_from.name!r} changed since it was read")
+    insert_run_rows(conn, rows_of_copies(copies))
 
 
 def insert_new_runs(conn: Connection, new_runs: Sequence[NewRun]) -> list[TaskRun]:
     """Insert the runs whose (job, logical date) is free; returns the task runs inserted."""
     if not new_runs:
         return []
-    stmt = insert_ignoring_duplicates(conn, runs, ["job_id", "logical_date"])
+    stmt = insert_ignoring_duplicates(
+        conn, runs, ["job_id", "logical_date"], index_where=RUNS_UNIQUE_WHERE
+    )
     result = conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
     inserted = set(result.scalars().all())
     fresh = [tr for n in new_runs if n.run.id in inserted for tr in n.task_runs]

@@ -138,8 +138,18 @@ runs = sa.Table(
     _ts("created_at", nullable=False),
     _ts("started_at"),
     _ts("finished_at"),
-    # Two schedulers materializing the same cron fire collide here; the second is a no-op.
-    sa.UniqueConstraint("job_id", "logical_date", name="uq_runs_job_logical_date"),
+)
+#: Runs that are not enqueued (cron fires, ``at``/``now`` runs, manual triggers) are unique per
+#: job and logical date: two schedulers materializing the same cron fire collide here and the
+#: second is a no-op. Enqueued runs (task-queue style) may share an instant.
+RUNS_UNIQUE_WHERE = sa.text("trigger <> 'enqueue'")
+sa.Index(
+    "uq_runs_job_logical_date",
+    runs.c.job_id,
+    runs.c.logical_date,
+    unique=True,
+    sqlite_where=RUNS_UNIQUE_WHERE,
+    postgresql_where=RUNS_UNIQUE_WHERE,
 )
 # Newest-first listing scans these backwards (logical_date DESC, id DESC).
 sa.Index("ix_runs_job_logical_date_id", runs.c.job_id, runs.c.logical_date, runs.c.id)

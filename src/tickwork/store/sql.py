@@ -25,6 +25,7 @@ from tickwork.ports import (
     KeyReceipt,
     Lease,
     Materialization,
+    RunCopy,
     RunPage,
     TaskKey,
     TimeWindow,
@@ -195,6 +196,17 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
     # -- runs ------------------------------------------------------------------------------
     async def create_runs(self, runs: Sequence[NewRun], receipt: KeyReceipt | None = None) -> None:
         await self._write(keyed(receipt, lambda conn: run_queries.insert_runs(conn, runs)))
+
+    async def enqueue_runs(
+        self,
+        copies: Sequence[RunCopy],
+        receipt: KeyReceipt | None = None,
+        *,
+        planned_from: Job | None = None,
+    ) -> None:
+        await self._write(
+            keyed(receipt, lambda conn: run_queries.enqueue_runs(conn, copies, planned_from))
+        )
 
     async def get_run(self, run_id: str) -> RunDetail | None:
         return await self._read(lambda conn: run_queries.get_run(conn, run_id))

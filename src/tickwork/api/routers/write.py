@@ -22,6 +22,12 @@ from tickwork.api.schemas import (
 )
 from tickwork.api.schemas.applied import JobApplied
 from tickwork.api.schemas.create import user_errors
+from tickwork.api.schemas.enqueue import (
+    EnqueueBatchIn,
+    EnqueuedBatchRead,
+    EnqueuedRead,
+    EnqueueIn,
+)
 from tickwork.api.schemas.update import JobUpdate
 from tickwork.app.apply import ApplyOutcome, apply_job
 from tickwork.core.errors import ValidationError
@@ -147,6 +153,34 @@ async def trigger_job(
     receipt = receipt_of(key, RunDetailRead.of)
     run = await services.trigger(name, body.logical_date, body.params, receipt=receipt)
     return RunDetailRead.of(run)
+
+
+@router.post("/jobs/{name}/runs", status_code=status.HTTP_201_CREATED)
+async def enqueue_run(
+    name: str,
+    services: ServicesDep,
+    key: IdempotencyKeyDep,
+    body: Annotated[EnqueueIn | None, Body()] = None,
+) -> EnqueuedRead:
+    """Enqueue one run of the job with optional `params`, `priority` and `at`/`delay`
+    (task-queue style). Unlike trigger, many runs may share a logical date (the enqueue
+    instant). A paused job takes them as it takes triggered runs; one with `at`/`delay`
+    waits for its resume."""
+    item = (body or EnqueueIn()).to_item(services.now())
+    receipt = receipt_of(key, EnqueuedRead.of)
+    done = await services.enqueue_many(name, [item], receipt=receipt, batch=False)
+    return EnqueuedRead.of(done)
+
+
+@router.post("/jobs/{name}/runs/batch", status_code=status.HTTP_201_CREATED)
+async def enqueue_runs(
+    name: str, body: EnqueueBatchIn, services: ServicesDep, key: IdempotencyKeyDep
+) -> EnqueuedBatchRead:
+    """Enqueue up to 5,000 runs of the job in one transaction, all or none; answers their
+    ids in the order of the items. Errors name the item: `items[3].priority`."""
+    receipt = receipt_of(key, EnqueuedBatchRead.of)
+    done = await services.enqueue_many(name, body.to_items(services.now()), receipt=receipt)
+    return EnqueuedBatchRead.of(done)
 
 
 @router.post("/jobs/{name}/pause")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tickwork.api.text import Text
 from tickwork.core.validate import MAX_SLOTS
 from tickwork.ports import PoolUsage
 
@@ -19,7 +20,7 @@ class PoolSet(BaseModel):
         # Documented here, checked by the pool service (its message names the rule).
         json_schema_extra={"minimum": 1, "maximum": MAX_SLOTS},
     )
-    description: str | None = Field(
+    description: Text | None = Field(
         None, description="What the pool guards, for people; left out: kept (new pools: none)."
     )
 
