@@ -17,11 +17,21 @@ from tickwork.core.errors import Conflict, ValidationError
 from tickwork.store import SqlStore, open_store
 from tickwork.store.engine import normalize_url
 from tickwork.store.migrate import current_revision, head_revision
-from tickwork.store.schema import metadata
+from tickwork.store.schema import metadata, on_dialect
 
 
 def _schema_diff(conn: Connection) -> list[Any]:
-    context = MigrationContext.configure(conn, opts={"compare_type": True})
+    dialect = conn.dialect.name
+
+    def include(item: Any, name: str | None, kind: str, reflected: bool, compare_to: Any) -> bool:
+        # Objects of the other backend only (``schema.on_dialect``), and PostgreSQL's
+        # partitions, which the migration and ``maintain_partitions`` make.
+        if not reflected:
+            return on_dialect(item, dialect)
+        return not (kind == "table" and name is not None and name not in metadata.tables)
+
+    opts = {"compare_type": True, "include_object": include}
+    context = MigrationContext.configure(conn, opts=opts)
     diff: list[Any] = compare_metadata(context, metadata)
     return diff
 

@@ -28,6 +28,7 @@ from tickwork.store.rows import (
     task_run_from_row,
     task_run_to_row,
 )
+from tickwork.store.run_keys import insert_keys, take_keys
 from tickwork.store.schema import attempts, runs, task_runs
 
 RUN_TERMINAL = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
@@ -40,6 +41,7 @@ def insert_runs(conn: Connection, new_runs: Sequence[NewRun]) -> None:
     if not new_runs:
         return
     conn.execute(runs.insert(), [run_to_row(n.run) for n in new_runs])
+    insert_keys(conn, [n.run for n in new_runs])
     _insert_task_runs(conn, [tr for n in new_runs for tr in n.task_runs])
 
 
@@ -47,9 +49,16 @@ def insert_new_runs(conn: Connection, new_runs: Sequence[NewRun]) -> list[TaskRu
     """Insert the runs whose (job, logical date) is free; returns the task runs inserted."""
     if not new_runs:
         return []
-    stmt = insert_ignoring_duplicates(conn, runs, ["job_id", "logical_date"])
-    result = conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
-    inserted = set(result.scalars().all())
+    if conn.dialect.name == "postgresql":
+        # The unique (job, logical date) is run_keys' primary key there: take the keys first.
+        free = take_keys(conn, new_runs)
+        if free:
+            conn.execute(runs.insert(), [run_to_row(n.run) for n in free])
+        inserted = {n.run.id for n in free}
+    else:
+        stmt = insert_ignoring_duplicates(conn, runs, ["job_id", "logical_date"])
+        result = conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
+        inserted = set(result.scalars().all())
     fresh = [tr for n in new_runs if n.run.id in inserted for tr in n.task_runs]
     _insert_task_runs(conn, fresh)
     return fresh
