@@ -83,11 +83,25 @@ def _month_of_name(table: str, name: str) -> datetime | None:
 
 
 def create_partition_ddl(table: str, month: datetime) -> str:
+    """``CREATE TABLE … PARTITION OF``: for a new, empty database (the migration)."""
     low, high = id_bound(month), id_bound(add_months(month, 1))
     return (
         f"CREATE TABLE IF NOT EXISTS {partition_name(table, month)} PARTITION OF {table} "
         f"FOR VALUES FROM ('{low}') TO ('{high}')"
     )
+
+
+def attach_partition_ddl(table: str, month: datetime) -> list[str]:
+    """Create the month as a table of its own, then attach it: attaching locks the parent
+    only against schema changes (SHARE UPDATE EXCLUSIVE) where ``PARTITION OF`` would lock
+    it against every query. (The DEFAULT partition is still locked while it is checked for
+    rows of the month.)"""
+    name = partition_name(table, month)
+    low, high = id_bound(month), id_bound(add_months(month, 1))
+    return [
+        f"CREATE TABLE {name} (LIKE {table} INCLUDING DEFAULTS)",
+        f"ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES FROM ('{low}') TO ('{high}')",
+    ]
 
 
 def create_default_ddl(table: str) -> str:
@@ -127,7 +141,8 @@ def create_months(conn: Connection, months: Sequence[datetime]) -> list[str]:
                 continue
             try:
                 with conn.begin_nested():
-                    conn.exec_driver_sql(create_partition_ddl(table, month))
+                    for statement in attach_partition_ddl(table, month):
+                        conn.exec_driver_sql(statement)
             except sa.exc.DBAPIError as exc:
                 if "would be violated" not in str(exc.orig):
                     raise
