@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -55,11 +56,11 @@ def existing(conn: Connection, names: list[str]) -> set[str]:
 
 
 @pytest.fixture
-def pg(pg_url: str) -> Connection:
+def pg(pg_url: str) -> Iterator[Connection]:
     engine = sa.create_engine(normalize_url(pg_url))
     # Autocommit: a transaction left open would hold locks that partition changes wait for.
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        yield conn  # type: ignore[misc]
+        yield conn
     engine.dispose()
 
 
