@@ -83,7 +83,8 @@ def plan_of(conn: Connection, call: Callable[[Connection], object]) -> list[dict
     plans = []
     for statement, parameters in seen:
         explained = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {statement}", parameters)
-        plans.append(explained.scalar()[0]["Plan"])
+        document = explained.scalar_one()
+        plans.append(document[0]["Plan"])
     conn.rollback()
     return plans
 
