@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.core.model import RunState, TaskRunState
-from tickwork.core.states import TERMINAL
+from tickwork.core.states import DISPATCHABLE, TERMINAL
 from tickwork.store.common import chunked
 from tickwork.store.schema import PARTITION_KEYS, attempts, runs, task_logs, task_runs
 
@@ -43,6 +43,7 @@ RETENTION_BATCH = 500
 
 UNFINISHED_RUNS = (RunState.SCHEDULED.value, RunState.QUEUED.value, RunState.RUNNING.value)
 UNFINISHED_TASK_RUNS = tuple(sorted(s.value for s in TaskRunState if s not in TERMINAL))
+DUE_TASK_RUNS = tuple(sorted(s.value for s in DISPATCHABLE))
 FINISHED_RUNS = tuple(sorted({s.value for s in RunState} - set(UNFINISHED_RUNS)))
 
 
@@ -180,24 +181,25 @@ def drop_month(conn: Connection, month: datetime) -> MonthDrop:
 
 
 def _unfinished(conn: Connection, present: dict[str, str], low: str, high: str) -> str | None:
-    """Why the month must stay, if it must. The run check reads the partial index of
-    unfinished runs; the task run checks read the month's task runs."""
+    """Why the month must stay, if it must. Each check reads an index (the partial ones of
+    unfinished rows, or ``run_id``), so the month's partitions stay locked only briefly.
+
+    A run is finished only when all its task runs are (``derive_run_state``), so the first
+    check covers the month's task runs of its own runs, ``pending`` ones included; the others
+    cover task runs whose run is in another month."""
     checks: list[tuple[str, str]] = []
     if "runs" in present:
-        checks.append(
-            ("an unfinished run", f"SELECT 1 FROM {present['runs']} WHERE state IN :runs")
-        )
+        runs_p = present["runs"]
+        checks.append(("an unfinished run", f"SELECT 1 FROM {runs_p} WHERE state IN :runs"))
     if "task_runs" in present:
+        tasks_p = present["task_runs"]
         checks += [
-            (
-                "an unfinished task run",
-                f"SELECT 1 FROM {present['task_runs']} WHERE state IN :tasks",
-            ),
+            # One query per partial index, so that each predicate matches its index's.
+            ("a task run to do", f"SELECT 1 FROM {tasks_p} WHERE state IN :due"),
+            ("a queued task run", f"SELECT 1 FROM {tasks_p} WHERE state = 'queued'"),
+            ("a running task run", f"SELECT 1 FROM {tasks_p} WHERE state = 'running'"),
             # Ids out of order across processes: dropping these would orphan a newer run.
-            (
-                "task runs of runs made later",
-                f"SELECT 1 FROM {present['task_runs']} WHERE run_id >= :high",
-            ),
+            ("task runs of runs made later", f"SELECT 1 FROM {tasks_p} WHERE run_id >= :high"),
         ]
     checks.append(
         (
@@ -206,13 +208,20 @@ def _unfinished(conn: Connection, present: dict[str, str], low: str, high: str) 
             "AND state IN :tasks",
         )
     )
-    params = {"runs": UNFINISHED_RUNS, "tasks": UNFINISHED_TASK_RUNS, "low": low, "high": high}
+    params = {
+        "runs": UNFINISHED_RUNS,
+        "due": DUE_TASK_RUNS,
+        "tasks": UNFINISHED_TASK_RUNS,
+        "low": low,
+        "high": high,
+    }
     for reason, query in checks:
         statement = sa.text(f"SELECT EXISTS ({query})")
-        for name in ("runs", "tasks"):
-            if f":{name}" in query:
+        used = {k: v for k, v in params.items() if f":{k}" in query}
+        for name, value in used.items():
+            if isinstance(value, tuple):
                 statement = statement.bindparams(sa.bindparam(name, expanding=True))
-        if conn.scalar(statement, {k: v for k, v in params.items() if f":{k}" in query}):
+        if conn.scalar(statement, used):
             return reason
     return None
 
