@@ -334,6 +334,24 @@ class RunCopy:
     due_at: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Maintenance:
+    """What ``Store.maintain_partitions`` did, for the log.
+
+    ``created``/``dropped``: partition names (PostgreSQL). ``kept``: months retention would
+    have dropped, with the reason they stay. ``deleted_runs``: runs deleted row by row
+    (SQLite retention).
+    """
+
+    created: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    deleted_runs: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.created or self.dropped or self.kept or self.deleted_runs)
+
+
 class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry, Protocol):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.
 
@@ -578,6 +596,19 @@ class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry,
     async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:
         """running → queued, attempt unchanged, for task runs this worker claimed ahead and
         never started (it is draining). Nothing ran, so no attempt is recorded."""
+
+    # -- history -----------------------------------------------------------------------
+    async def maintain_partitions(
+        self, now: datetime, *, retention_days: int | None = None, ahead: int = 2
+    ) -> Maintenance:
+        """Housekeeping of the run history; safe to call often and from several processes.
+
+        PostgreSQL: creates the monthly partitions of the month of ``now`` and ``ahead``
+        months after it; with ``retention_days``, drops the months that end more than that
+        many days before ``now``, never one that may still hold unfinished work. SQLite (no
+        partitions): with ``retention_days``, deletes the finished runs made before the
+        cutoff, with their task runs, attempts and logs, in bounded batches. ``None``: keep
+        everything."""
 
     # -- logs --------------------------------------------------------------------------
     async def append_logs(self, chunks: Sequence[LogChunk]) -> None: ...

@@ -17,10 +17,10 @@ from tickwork.core.errors import Conflict
 from tickwork.core.model import NewRun, RunTrigger, TaskRunState
 from tickwork.ports import KeyReceipt, KeyTaken, RunCopy
 from tickwork.store import SqlStore, open_store
-from tickwork.store import jobs as job_queries
 from tickwork.store.engine import normalize_url
 from tickwork.store.migrate import alembic_config, head_revision
-from tickwork.store.schema import runs, task_runs
+from tickwork.store.rows import job_to_row, run_to_row, task_run_to_row, task_to_row
+from tickwork.store.schema import jobs, runs, task_runs, tasks
 
 
 def _copies(template: NewRun, count: int, **extra: object) -> list[RunCopy]:
@@ -116,7 +116,15 @@ async def test_r0007_upgrades_a_database_with_runs(r0006_url: str) -> None:
     try:
         with engine.begin() as conn:
             command.upgrade(alembic_config(conn), "r0006")
-            job_queries.create_jobs(conn, [(job, old_runs)])
+            # Rows as r0006 holds them (today's store also writes run_keys on PostgreSQL).
+            conn.execute(jobs.insert(), [job_to_row(job)])
+            conn.execute(
+                tasks.insert(), [task_to_row(job.id, i, t) for i, t in enumerate(job.tasks)]
+            )
+            conn.execute(runs.insert(), [run_to_row(n.run) for n in old_runs])
+            conn.execute(
+                task_runs.insert(), [task_run_to_row(tr) for n in old_runs for tr in n.task_runs]
+            )
     finally:
         engine.dispose()
     store = await open_store(r0006_url)

@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Connection
 
 from tests.contract.factory import make_job, make_run
+from tests.contract.schema_diff import schema_diff as _schema_diff
 from tickwork.core.errors import Conflict, ValidationError
 from tickwork.store import SqlStore, open_store
 from tickwork.store.engine import normalize_url
 from tickwork.store.migrate import current_revision, head_revision
-from tickwork.store.schema import metadata
-
-
-def _schema_diff(conn: Connection) -> list[Any]:
-    context = MigrationContext.configure(conn, opts={"compare_type": True})
-    diff: list[Any] = compare_metadata(context, metadata)
-    return diff
 
 
 async def test_migrated_schema_equals_metadata_and_migrate_is_idempotent(

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -33,6 +34,7 @@ from tickwork.core.runs import new_run
 from tickwork.ids import new_id
 from tickwork.ports import Broker, Fence, Fenced
 from tickwork.scheduler.ha import HAConfig, HAScheduler, LeaderStatus, Role, ha_scheduler
+from tickwork.scheduler.history import HistoryConfig
 from tickwork.scheduler.loop import Scheduler, SchedulerConfig
 from tickwork.store import SqlStore, open_store
 from tickwork.store.engine import create_engines
@@ -420,3 +422,64 @@ async def test_a_crashing_scheduler_stops_the_replica_loudly_and_frees_the_lease
 
     assert a.ha.status.role is Role.STANDBY
     assert await b.ha.election.campaign()  # released: no need to wait out the 30 s ttl
+
+
+async def test_the_leader_keeps_house_while_it_leads_and_stops_when_it_loses_the_lease(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = await make_cluster(30.0, renew_every=0.02)
+    a, b = cluster.replicas
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def housekeeping() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+
+    a.ha.housekeeping = housekeeping
+    assert await a.ha.election.campaign()
+    lead = asyncio.create_task(a.ha.lead())
+    await asyncio.wait_for(started.wait(), 5)  # at the start of leadership
+    assert not stopped.is_set()
+    held = a.ha.election.fence()
+    assert await b.store.release_lease("scheduler", "a", held.token)
+    assert await b.ha.election.campaign()
+    await asyncio.wait_for(lead, 5)
+    assert stopped.is_set()  # it stops with the leadership
+
+
+async def test_a_replica_built_with_a_history_config_maintains_partitions_when_it_leads(
+    store: SqlStore,
+) -> None:
+    clock = FakeClock(T0)
+    calls: list[tuple[datetime, int | None]] = []
+    maintain = store.maintain_partitions
+
+    async def recorded(now: datetime, **kw: Any) -> Any:
+        calls.append((now, kw.get("retention_days")))
+        return await maintain(now, **kw)
+
+    store.maintain_partitions = recorded  # type: ignore[method-assign]
+    replica = ha_scheduler(
+        store,
+        MemoryBroker(),
+        holder="h",
+        clock=clock,
+        rand=random.random,
+        make_id=new_id,
+        history=HistoryConfig(retention_days=400, every=3600),
+    )
+    assert await replica.election.campaign()
+    lead = asyncio.create_task(replica.lead())
+    try:
+
+        async def made() -> list[tuple[datetime, int | None]]:
+            return calls
+
+        await eventually(made, bool)
+        assert calls == [(T0, 400)]
+    finally:
+        lead.cancel()
+        await asyncio.gather(lead, return_exceptions=True)

@@ -64,3 +64,11 @@ def test_distributed_mode_refuses_a_database_that_is_not_postgresql() -> None:
     with pytest.raises(ValidationError, match="needs PostgreSQL"):
         ClusterSettings(database_url="sqlite:///x.db").require_database()
     assert ClusterSettings(database_url="postgresql://h/db").require_database()
+
+
+def test_retention_keeps_everything_by_default_and_refuses_negative_days() -> None:
+    assert load_settings(env={}).retention_days == 0  # 0: keep every run
+    assert load_settings(env={"TICKWORK_RETENTION_DAYS": "90"}).retention_days == 90
+    with pytest.raises(ValidationError) as caught:
+        load_settings(env={"TICKWORK_RETENTION_DAYS": "-1"})
+    assert caught.value.field == "retention_days"

@@ -27,8 +27,8 @@ class ClusterSettings:
     lease_ttl: float = 10.0  # seconds a leader's lease lasts without renewal
     window: float = 300.0  # seconds of due work handed to Redis ahead of time
     heartbeat_timeout: float = 15.0  # a running task run silent this long is a zombie
-    retention_days: int = 90  # run history kept (whole partitions dropped after that)
-    partitions_ahead: int = 2  # monthly partitions created ahead of time
+    retention_days: int = 0  # days of run history kept (whole months dropped); 0: keep all
+    partitions_ahead: int = 2  # monthly partitions created ahead of the current one
     # worker
     queues: tuple[str, ...] = ("default",)
     concurrency: int = os.cpu_count() or 2
@@ -38,6 +38,11 @@ class ClusterSettings:
     port: int = 8080
     http_allow: str = ""
     idempotency_ttl: float = 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        for name in ("retention_days", "partitions_ahead"):
+            if getattr(self, name) < 0:
+                raise ValidationError(name, f"must be 0 or more, not {getattr(self, name)}")
 
     def require_database(self) -> str:
         if not self.database_url.startswith(("postgresql://", "postgresql+psycopg://")):

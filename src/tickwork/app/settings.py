@@ -23,6 +23,8 @@ class EmbeddedSettings:
     http_allow: str = ""
     #: Seconds an ``Idempotency-Key`` is remembered.
     idempotency_ttl: float = 24 * 3600.0
+    #: Days of finished runs kept (``TICKWORK_RETENTION_DAYS``); None keeps everything.
+    retention_days: int | None = None
 
     @property
     def effective_database_url(self) -> str:

@@ -33,10 +33,25 @@ def up(
             help="Private networks http tasks may call, as CIDRs: 127.0.0.0/8,10.0.0.0/8.",
         ),
     ] = _DEFAULTS.http_allow,
+    *,
+    retention_days: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TICKWORK_RETENTION_DAYS",
+            min=1,
+            help="Delete finished runs older than this many days [default: keep everything].",
+            show_default=False,
+        ),
+    ] = _DEFAULTS.retention_days,
 ) -> None:
     """Start tickwork: scheduler, workers and HTTP API in one process (Ctrl-C stops it)."""
     settings = EmbeddedSettings(
-        data_dir=data_dir, host=host, port=port, workers=workers, http_allow=http_allow
+        data_dir=data_dir,
+        host=host,
+        port=port,
+        workers=workers,
+        http_allow=http_allow,
+        retention_days=retention_days,
     )
     # Imported here, not at the top: every client command loads this module, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.

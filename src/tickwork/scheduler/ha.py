@@ -18,13 +18,15 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from functools import partial
 
 from tickwork.hooks import Hooks
 from tickwork.ports import Broker, Fence, Fenced, Lease, LeaseStore, Store
+from tickwork.scheduler.history import HistoryConfig, maintain_history
 from tickwork.scheduler.loop import DEFAULT_WINDOW, Scheduler, SchedulerConfig
 
 log = logging.getLogger("tickwork.scheduler.ha")
@@ -157,9 +159,16 @@ class HAScheduler:
     task has been stopped.
     """
 
-    def __init__(self, scheduler: Scheduler, election: LeaderElection) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        election: LeaderElection,
+        housekeeping: Callable[[], Coroutine[None, None, None]] | None = None,
+    ) -> None:
         self.scheduler = scheduler
         self.election = election
+        #: Run while leading, cancelled with the leadership (partition maintenance).
+        self.housekeeping = housekeeping
 
     @property
     def status(self) -> LeaderStatus:
@@ -186,15 +195,26 @@ class HAScheduler:
     async def lead(self) -> None:
         """Schedule until the lease is lost, then stop the scheduling task at once."""
         task = asyncio.create_task(self.scheduler.run(), name="scheduler.leader")
+        # Not fenced, and safe so: see scheduler/history.py. It stops with the leadership.
+        history = self._maintain()
         try:
             await self._keep_lease(task)
         finally:
             self.election.step_down()  # from here on, a write the task still tries is fenced
             task.cancel()
+            if history is not None:
+                history.cancel()
             # gather, not await: a second cancel of this coroutine must not be swallowed here.
-            (ended,) = await asyncio.gather(task, return_exceptions=True)
+            (ended, *_) = await asyncio.gather(
+                task, *([history] if history else []), return_exceptions=True
+            )
         if isinstance(ended, Exception) and not isinstance(ended, Fenced):
             raise ended  # the scheduler crashed: fail loudly
+
+    def _maintain(self) -> asyncio.Task[None] | None:
+        if self.housekeeping is None:
+            return None
+        return asyncio.create_task(self.housekeeping(), name="scheduler.history")
 
     async def _keep_lease(self, task: asyncio.Task[None]) -> None:
         """Renew every ``renewal`` seconds; return when the lease is lost or the task ends."""
@@ -218,6 +238,7 @@ def ha_scheduler(
     ha: HAConfig | None = None,
     monotonic: Callable[[], float] = time.monotonic,
     hooks: Hooks | None = None,
+    history: HistoryConfig | None = None,
 ) -> HAScheduler:
     """A scheduler replica: a ``Scheduler`` fenced by a ``LeaderElection`` on ``store``.
 
@@ -234,4 +255,5 @@ def ha_scheduler(
         fence=election.fence,
         hooks=hooks,
     )
-    return HAScheduler(scheduler, election)
+    housekeeping = None if history is None else partial(maintain_history, store, clock, history)
+    return HAScheduler(scheduler, election, housekeeping)

@@ -27,6 +27,7 @@ from tickwork.ids import new_id
 from tickwork.ports import WorkerInfo
 from tickwork.runtime.retry import through_outages
 from tickwork.scheduler.ha import HAConfig, HAScheduler, ha_scheduler, holder_id
+from tickwork.scheduler.history import HistoryConfig
 from tickwork.scheduler.loop import SchedulerConfig
 from tickwork.security.ssrf import UrlGuard, parse_allow
 from tickwork.serve.embedded import BadSetting, runner_guard
@@ -105,6 +106,9 @@ def scheduler_replica(
         config=config,
         ha=HAConfig(ttl=settings.lease_ttl),
         hooks=hooks,
+        history=HistoryConfig(
+            retention_days=settings.retention_days or None, ahead=settings.partitions_ahead
+        ),
     )
 
 

@@ -31,6 +31,7 @@ from tickwork.core.model import Outcome, TaskKind, TaskRunState
 from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
 from tickwork.ports import Completion, Runner, Store
+from tickwork.scheduler.history import HistoryConfig, maintain_history
 from tickwork.scheduler.loop import Scheduler
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
 from tickwork.serve.tuning import tune_gc
@@ -219,6 +220,10 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
     background = {
         asyncio.create_task(rt.scheduler.run(), name="scheduler"),
         asyncio.create_task(rt.pool.run(), name="worker-pool"),
+        asyncio.create_task(
+            maintain_history(rt.store, utcnow, HistoryConfig(settings.retention_days)),
+            name="history",
+        ),
     }
     for task in background:
         task.add_done_callback(lambda t: _stop_on_crash(t, server))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -61,12 +62,18 @@ def insert_ignoring_duplicates(
     )
 
 
+_PARTITION_PKEY = re.compile(r"_(p\d{6}|default)_pkey")
+
+
 def conflict_from(exc: IntegrityError) -> Conflict | None:
     """The domain error for a unique violation, or None for an integrity error we do not map."""
-    text = str(exc.orig)
+    # On PostgreSQL a primary key is checked per partition: ``task_runs_p202611_pkey``.
+    text = _PARTITION_PKEY.sub("_pkey", str(exc.orig))
     if "uq_jobs_live_name" in text or "jobs.name" in text:
         return Conflict("name", "a live job with this name already exists")
-    if "uq_runs_job_logical_date" in text or "runs.logical_date" in text:
+    if any(name in text for name in ("uq_runs_job_logical_date", "run_keys_pkey")) or (
+        "runs.logical_date" in text
+    ):
         return Conflict("logical_date", "the job already has a run for this logical date")
     if "jobs_pkey" in text or "jobs.id" in text:
         return Conflict("id", "a job with this id already exists")

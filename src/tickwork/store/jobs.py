@@ -17,6 +17,7 @@ from tickwork.ports import JobFilter
 from tickwork.store.bulk import bulk_insert
 from tickwork.store.common import chunked
 from tickwork.store.rows import job_from_row, job_to_row, task_from_row, task_to_row
+from tickwork.store.run_keys import delete_keys
 from tickwork.store.runs import cancel_task_runs, insert_new_runs, insert_runs, refresh_runs
 from tickwork.store.schema import jobs, runs, task_runs, tasks
 
@@ -211,6 +212,7 @@ def _unmaterialize_ahead(conn: Connection, job_id: str, now: datetime, reset_nex
     run_ids = [row.id for row in ahead]
     conn.execute(sa.delete(task_runs).where(task_runs.c.run_id.in_(run_ids)))
     conn.execute(sa.delete(runs).where(runs.c.id.in_(run_ids)))
+    delete_keys(conn, job_id, [(row.id, row.logical_date) for row in ahead])
     if reset_next:
         earliest = min(row.logical_date for row in ahead)
         conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(next_fire_at=earliest))

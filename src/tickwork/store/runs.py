@@ -29,6 +29,7 @@ from tickwork.store.rows import (
     task_run_from_row,
     task_run_to_row,
 )
+from tickwork.store.run_keys import insert_keys, take_keys
 from tickwork.store.run_rows import (
     RUN_COLUMNS,
     TASK_RUN_COLUMNS,
@@ -52,15 +53,17 @@ def insert_run_rows(conn: Connection, rows: RunRows) -> None:
 
 
 def insert_runs(conn: Connection, new_runs: Sequence[NewRun]) -> None:
-    """Insert runs given as records (job creation, manual triggers)."""
+    """Insert runs given as records (job creation, manual triggers), with their keys."""
     insert_run_rows(conn, rows_of(new_runs))
+    insert_keys(conn, [n.run for n in new_runs])
 
 
 def enqueue_runs(
     conn: Connection, copies: Sequence[RunCopy], planned_from: Job | None = None
 ) -> None:
     """Insert enqueued runs, copies of planned template runs (see ``RunCopy``), if the job
-    they were planned from is still the live one (``JobChanged`` otherwise)."""
+    they were planned from is still the live one (``JobChanged`` otherwise). Enqueued runs
+    have no key in ``run_keys``: many may share a job and logical date."""
     if planned_from is not None:
         current = sa.select(jobs.c.id).where(
             jobs.c.id == planned_from.id,
@@ -76,11 +79,18 @@ def insert_new_runs(conn: Connection, new_runs: Sequence[NewRun]) -> list[TaskRu
     """Insert the runs whose (job, logical date) is free; returns the task runs inserted."""
     if not new_runs:
         return []
-    stmt = insert_ignoring_duplicates(
-        conn, runs, ["job_id", "logical_date"], index_where=RUNS_UNIQUE_WHERE
-    )
-    result = conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
-    inserted = set(result.scalars().all())
+    if conn.dialect.name == "postgresql":
+        # The unique (job, logical date) is run_keys' primary key there: take the keys first.
+        free = take_keys(conn, new_runs)
+        if free:
+            conn.execute(runs.insert(), [run_to_row(n.run) for n in free])
+        inserted = {n.run.id for n in free}
+    else:
+        stmt = insert_ignoring_duplicates(
+            conn, runs, ["job_id", "logical_date"], index_where=RUNS_UNIQUE_WHERE
+        )
+        result = conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
+        inserted = set(result.scalars().all())
     fresh = [tr for n in new_runs if n.run.id in inserted for tr in n.task_runs]
     _insert_task_runs(conn, fresh)
     return fresh

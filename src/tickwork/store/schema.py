@@ -70,6 +70,27 @@ def _ts(name: str, **kw: Any) -> sa.Column[datetime]:
 
 metadata = sa.MetaData()
 
+#: ``info`` of a table, constraint or index that exists on one backend only (see ``on_dialect``).
+PG_ONLY = {"dialect": "postgresql"}
+SQLITE_ONLY = {"dialect": "sqlite"}
+
+
+def on_dialect(item: sa.schema.SchemaItem, dialect: str) -> bool:
+    """Whether ``item`` of this metadata exists in a database of ``dialect``."""
+    only = item.info.get("dialect")
+    return only is None or only == dialect
+
+
+#: PostgreSQL partitions these tables by RANGE on a time-ordered id (``tickwork.ids``):
+#: monthly partitions plus a DEFAULT one (``store/partitions.py``, migration r0008). A task
+#: run's attempts and logs are keyed by its id, so they land in its month.
+PARTITION_KEYS = {
+    "runs": "id",
+    "task_runs": "id",
+    "attempts": "task_run_id",
+    "task_logs": "task_run_id",
+}
+
 jobs = sa.Table(
     "jobs",
     metadata,
@@ -149,7 +170,7 @@ sa.Index(
     runs.c.logical_date,
     unique=True,
     sqlite_where=RUNS_UNIQUE_WHERE,
-    postgresql_where=RUNS_UNIQUE_WHERE,
+    info=SQLITE_ONLY,  # PostgreSQL: ``run_keys`` (runs are partitioned by id there)
 )
 # Newest-first listing scans these backwards (logical_date DESC, id DESC).
 sa.Index("ix_runs_job_logical_date_id", runs.c.job_id, runs.c.logical_date, runs.c.id)
@@ -169,7 +190,7 @@ task_runs = sa.Table(
     "task_runs",
     metadata,
     sa.Column("id", ID, primary_key=True),
-    sa.Column("run_id", ID, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("run_id", ID, nullable=False),
     sa.Column("job_id", ID, nullable=False),
     sa.Column("job_name", NAME, nullable=False),
     sa.Column("task_name", NAME, nullable=False),
@@ -198,10 +219,48 @@ task_runs = sa.Table(
     sa.Column("depends_on_past", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("callbacks", sa.JSON),
     sa.Column("result", sa.Text),
+    # SQLite only, like the two below: see store/partitions.py for PostgreSQL.
+    sa.ForeignKeyConstraint(["run_id"], ["runs.id"], info=SQLITE_ONLY),
 )
-sa.Index("ix_task_runs_state_due_at", task_runs.c.state, task_runs.c.due_at)
-sa.Index("ix_task_runs_state_heartbeat_at", task_runs.c.state, task_runs.c.heartbeat_at)
-sa.Index("ix_task_runs_state_queued_at", task_runs.c.state, task_runs.c.queued_at)
+# The watcher's, re-sender's and reaper's queries. SQLite: on (state, time).
+sa.Index("ix_task_runs_state_due_at", task_runs.c.state, task_runs.c.due_at, info=SQLITE_ONLY)
+sa.Index(
+    "ix_task_runs_state_heartbeat_at",
+    task_runs.c.state,
+    task_runs.c.heartbeat_at,
+    info=SQLITE_ONLY,
+)
+sa.Index("ix_task_runs_state_queued_at", task_runs.c.state, task_runs.c.queued_at, info=SQLITE_ONLY)
+# PostgreSQL: partial, each holding only the rows in its query's state, so a finished task
+# run costs these indexes nothing and an old partition's index is empty. Each query's
+# ``state`` predicate must imply the index's (store/dispatch.py, store/runs.py).
+sa.Index(
+    "ix_task_runs_due",
+    task_runs.c.due_at,
+    postgresql_where=task_runs.c.state.in_(("scheduled", "up_for_retry")),
+    info=PG_ONLY,
+)
+sa.Index(
+    "ix_task_runs_queued",
+    task_runs.c.queued_at,
+    task_runs.c.id,
+    postgresql_where=task_runs.c.state == "queued",
+    info=PG_ONLY,
+)
+sa.Index(
+    "ix_task_runs_running",
+    task_runs.c.heartbeat_at,
+    task_runs.c.id,
+    postgresql_where=task_runs.c.state == "running",
+    info=PG_ONLY,
+)
+sa.Index(
+    "ix_task_runs_failed",
+    task_runs.c.finished_at,
+    task_runs.c.id,
+    postgresql_where=task_runs.c.state == "failed",
+    info=PG_ONLY,
+)
 sa.Index("ix_task_runs_run_id", task_runs.c.run_id)
 # A job's task runs; with the task name and logical date, ``depends_on_past``'s lookup.
 sa.Index(
@@ -232,7 +291,7 @@ pools = sa.Table(
 attempts = sa.Table(
     "attempts",
     metadata,
-    sa.Column("task_run_id", ID, sa.ForeignKey("task_runs.id"), primary_key=True),
+    sa.Column("task_run_id", ID, primary_key=True),
     sa.Column("attempt", sa.Integer, primary_key=True),
     sa.Column("state", STATE, nullable=False),
     _ts("started_at"),
@@ -240,17 +299,19 @@ attempts = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("exit_code", sa.Integer),
     sa.Column("worker_id", sa.String(200)),
+    sa.ForeignKeyConstraint(["task_run_id"], ["task_runs.id"], info=SQLITE_ONLY),
 )
 
 task_logs = sa.Table(
     "task_logs",
     metadata,
-    sa.Column("task_run_id", ID, sa.ForeignKey("task_runs.id"), primary_key=True),
+    sa.Column("task_run_id", ID, primary_key=True),
     sa.Column("seq", sa.Integer, primary_key=True),
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("stream", sa.String(10), nullable=False),
     sa.Column("data", sa.Text, nullable=False),
     _ts("created_at", nullable=False),
+    sa.ForeignKeyConstraint(["task_run_id"], ["task_runs.id"], info=SQLITE_ONLY),
 )
 
 api_tokens = sa.Table(
@@ -300,6 +361,18 @@ workers = sa.Table(
     _ts("stopped_at"),
 )
 
+# PostgreSQL only: the (job, logical date) uniqueness of runs, which a table partitioned by
+# id cannot enforce. Written in the run's transaction (store/run_keys.py); runs with the
+# trigger ``enqueue`` have no key. Deleting a run deletes its key.
+run_keys = sa.Table(
+    "run_keys",
+    metadata,
+    sa.Column("job_id", ID, primary_key=True),
+    _ts("logical_date", primary_key=True),
+    sa.Column("run_id", ID, nullable=False),
+    info=PG_ONLY,
+)
+
 leases = sa.Table(
     "leases",
     metadata,
@@ -325,4 +398,5 @@ TABLES_CHILDREN_FIRST = (
     pools,
     workers,
     leases,
+    run_keys,
 )

@@ -36,7 +36,8 @@ from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
 from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
 from tickwork.store.pools import SqlPoolMethods
-from tickwork.store.schema import TABLES_CHILDREN_FIRST
+from tickwork.store.retention import SqlHistoryMethods
+from tickwork.store.schema import TABLES_CHILDREN_FIRST, on_dialect
 from tickwork.store.tokens import SqlTokenMethods
 from tickwork.store.workers import SqlWorkerMethods
 
@@ -56,7 +57,9 @@ async def open_store(url: str, *, clock: Callable[[], datetime] = _utcnow) -> Sq
     return SqlStore(create_engines(url), clock=clock)
 
 
-class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorkerMethods):
+class SqlStore(
+    SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorkerMethods, SqlHistoryMethods
+):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
     Writes run in one transaction each; reads see one snapshot. Unique violations become
@@ -354,9 +357,9 @@ def _transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
 
 
 def _truncate(conn: Connection) -> None:
+    tables = [t for t in TABLES_CHILDREN_FIRST if on_dialect(t, conn.dialect.name)]
     if conn.dialect.name == "postgresql":
-        names = ", ".join(t.name for t in TABLES_CHILDREN_FIRST)
-        conn.execute(sa.text(f"TRUNCATE {names}"))
+        conn.execute(sa.text(f"TRUNCATE {', '.join(t.name for t in tables)}"))
         return
-    for table in TABLES_CHILDREN_FIRST:
+    for table in tables:
         conn.execute(table.delete())
