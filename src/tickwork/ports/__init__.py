@@ -1,0 +1,93 @@
+"""Ports: the small interfaces the runtime depends on. Adapters implement them.
+
+Every state change a store makes is a conditional update (``WHERE id = ? AND state = ? AND
+attempt = ?``); a key that no longer matches is skipped silently, because it means another
+actor (a worker, the reaper, a cancel) got there first. That is normal, not an error.
+
+The ports are split by concept (``records``, ``auth``, ``coordination``, ``store``, ``broker``,
+``runtime``); import them from here.
+"""
+
+from __future__ import annotations
+
+from tickwork.ports.auth import (
+    ApiToken,
+    IdempotencyRecord,
+    IdempotencyStore,
+    KeyReceipt,
+    KeyTaken,
+    Scope,
+    TokenStore,
+)
+from tickwork.ports.broker import (
+    Broker,
+    BrokerUnavailable,
+    CancelSignals,
+    Delivery,
+)
+from tickwork.ports.coordination import (
+    Fence,
+    Fenced,
+    Lease,
+    LeaseStore,
+    PoolStore,
+    WorkerRegistry,
+)
+from tickwork.ports.records import (
+    Completion,
+    DeadLetterPage,
+    JobChanged,
+    JobFilter,
+    Maintenance,
+    Materialization,
+    PoolUsage,
+    RunCopy,
+    RunPage,
+    TaskKey,
+    TimeWindow,
+    WorkerInfo,
+)
+from tickwork.ports.runtime import (
+    LogSink,
+    Runner,
+    RunResult,
+)
+from tickwork.ports.store import (
+    Store,
+)
+
+__all__ = [
+    "ApiToken",
+    "Broker",
+    "BrokerUnavailable",
+    "CancelSignals",
+    "Completion",
+    "DeadLetterPage",
+    "Delivery",
+    "Fence",
+    "Fenced",
+    "IdempotencyRecord",
+    "IdempotencyStore",
+    "JobChanged",
+    "JobFilter",
+    "KeyReceipt",
+    "KeyTaken",
+    "Lease",
+    "LeaseStore",
+    "LogSink",
+    "Maintenance",
+    "Materialization",
+    "PoolStore",
+    "PoolUsage",
+    "RunCopy",
+    "RunPage",
+    "RunResult",
+    "Runner",
+    "Scope",
+    "Store",
+    "TaskKey",
+    "TimeWindow",
+    "TokenStore",
+    "WorkerInfo",
+    "WorkerRegistry",
+]

@@ -1,0 +1,142 @@
+"""Plain records the ports pass around: pages, filters, completions, pool usage, workers,
+maintenance."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tickwork.core.errors import TickworkError
+from tickwork.core.model import (
+    NewRun,
+    Pool,
+    Run,
+    TaskRun,
+)
+
+#: (task_run_id, attempt): what a broker message carries and what conditional updates check.
+TaskKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    runs: list[Run]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which live jobs ``list_jobs`` returns. ``None`` means "any"."""
+
+    name_prefix: str | None = None
+    tag: str | None = None
+    paused: bool | None = None
+    schedule_kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """Bounds for ``list_runs``: ``*_from`` inclusive, ``*_to`` exclusive; ``None``: open."""
+
+    logical_from: datetime | None = None
+    logical_to: datetime | None = None
+    started_from: datetime | None = None
+    started_to: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPage:
+    """Dead-lettered (``failed``) task runs, newest first; ``next_cursor`` for the next page."""
+
+    task_runs: list[TaskRun]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What ``Store.complete`` did.
+
+    ``queued``: downstream task runs that the outcomes made ready, queued in the same
+    transaction; the caller publishes them at once (no scheduler round trip per DAG edge).
+    ``waiting``: how many were made ready but left ``scheduled`` for the scheduler to admit
+    (their pool, ``depends_on_past`` or a paused job decides when); wake it.
+    """
+
+    applied: list[str]
+    queued: list[TaskRun] = field(default_factory=list)
+    waiting: int = 0
+    pools_freed: bool = False  # an applied outcome gave pool slots back
+
+
+@dataclass(frozen=True, slots=True)
+class PoolUsage:
+    """A pool and the slots its queued and running task runs hold now."""
+
+    pool: Pool
+    used: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker process as registered: where it runs, what it takes, when it last spoke."""
+
+    id: str
+    hostname: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    started_at: datetime
+    heartbeat_at: datetime
+    running: int = 0  # task runs executing at its last heartbeat
+    stopped_at: datetime | None = None  # set by a clean shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class Materialization:
+    """The runs of one job's due cron fires and where its schedule goes next."""
+
+    job_id: str
+    expected_next: datetime
+    new_next: datetime | None
+    runs: Sequence[NewRun]
+
+
+class JobChanged(TickworkError):
+    """The job runs were planned from is no longer the stored one (``enqueue_runs``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunCopy:
+    """An enqueued run, inserted as a copy of a planned ``template`` run (``enqueue_runs``).
+
+    It has its own ids (``task_run_ids`` in the order of the template's task runs), its own
+    task configs (the same objects as the template's where params do not change them) and,
+    if set, its own priority for every task and its own due instant.
+    """
+
+    template: NewRun
+    run_id: str
+    task_run_ids: tuple[str, ...]
+    configs: tuple[Mapping[str, Any], ...]
+    priority: int | None = None
+    due_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Maintenance:
+    """What ``Store.maintain_partitions`` did, for the log.
+
+    ``created``/``dropped``: partition names (PostgreSQL). ``kept``: months retention would
+    have dropped, with the reason they stay. ``deleted_runs``: runs deleted row by row
+    (SQLite retention).
+    """
+
+    created: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    deleted_runs: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.created or self.dropped or self.kept or self.deleted_runs)
