@@ -19,6 +19,7 @@ delays. See bench/README.md, "tickwork".
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,26 @@ class TickworkContender(PeerContender):
         return {"p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "max_ms": round(float(top), 2),
                 "n": int(count)}  # fmt: skip
 
+    def _cpu(self) -> dict[str, float]:
+        """CPU seconds so far (utime + stime from /proc) of each tickwork process, and of
+        this database's PostgreSQL backends together (the pooled connections live on)."""
+        roles = ["scheduler", *(f"worker{i}" for i in range(1, len(self.workers) - 1)), "api"]
+        pids = {role: proc.popen.pid for role, proc in zip(roles, self.workers, strict=True)}
+        db = self.env["PEERBENCH_PG_DB"]
+        sql = f"SELECT pid FROM pg_stat_activity WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+        cpu = {role: _proc_cpu(pid) for role, pid in pids.items()}
+        cpu["postgres"] = sum(_proc_cpu(int(row[0])) for row in self._sql(sql))
+        return cpu
+
+    def _cpu_per_job(self, before: dict[str, float], n: int) -> dict[str, float]:
+        after = self._cpu()
+        per_job = {k: round((after[k] - before.get(k, 0.0)) / n * 1e6, 1) for k in after}
+        per_job["workers"] = round(sum(v for k, v in per_job.items() if k.startswith("worker")), 1)
+        return per_job
+
     def w1(self, n: int) -> Throughput:
         mark = self.records.count()
+        cpu = self._cpu()
         result = super().w1(n)
         starts, _ = first_starts(self.records.read(mark), "w1")
         first_ns = max(starts.values()) - round(result.total_s * 1e9)
@@ -121,13 +140,16 @@ class TickworkContender(PeerContender):
             "pg_durable_s": round(durable_s, 3),
             "pg_durable_jobs_per_s": round(n / durable_s, 1),
             "pg_start_after_created_ms": self._delays("w1", "r.created_at"),
+            "cpu_us_per_job": self._cpu_per_job(cpu, n),
         }
         return dataclasses.replace(result, extra=result.extra | extra)
 
     def w2(self, rate: float, seconds: float) -> Latency:
+        cpu = self._cpu()
         result = super().w2(rate, seconds)
         extra = {
             "pg_success": self._succeeded("w2", result.n)[0],
+            "cpu_us_per_job": self._cpu_per_job(cpu, result.n),
             "pg_start_after_created_ms": self._delays("w2", "r.created_at"),
         }
         return dataclasses.replace(result, extra=result.extra | extra)
@@ -139,6 +161,14 @@ class TickworkContender(PeerContender):
             "pg_start_after_due_ms": self._delays("w3", "t.logical_date"),
         }
         return dataclasses.replace(result, extra=result.extra | extra)
+
+
+def _proc_cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # ended meanwhile
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _factory(peer_spec: PeerSpec) -> Any:

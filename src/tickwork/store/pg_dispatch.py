@@ -1,4 +1,4 @@
-"""Claim and completion on PostgreSQL, through psycopg directly.
+"""Claim, heartbeat and completion on PostgreSQL, through psycopg directly.
 
 The worker's two hot transactions, written as constant statement text with array parameters
 (``unnest``/``ANY``) instead of SQLAlchemy Core with ``(id, attempt) IN (…)`` lists: the text
@@ -56,6 +56,14 @@ WITH won AS (
     WHERE runs.id = ANY(ARRAY(SELECT run_id FROM won))
 )
 SELECT * FROM won
+"""
+
+_HEARTBEAT = """
+UPDATE task_runs AS t
+SET heartbeat_at = %(now)s
+FROM unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
+WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = 'running' AND t.worker_id = %(worker)s
+RETURNING t.id, t.cancel_requested
 """
 
 #: Locks the rows first (in id order) so the attempt history matches exactly the updates
@@ -140,6 +148,17 @@ def claim(
     with _driver(conn) as cursor:
         won = [_task_run(row) for row in cursor.execute(_CLAIM, params)]
     return dispatch.with_inputs(conn, won)
+
+
+def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
+    params = {
+        "ids": [k[0] for k in keys],
+        "attempts": [k[1] for k in keys],
+        "worker": worker_id,
+        "now": now,
+    }
+    with _driver(conn) as cursor:
+        return {task_run_id for task_run_id, cancel in cursor.execute(_HEARTBEAT, params) if cancel}
 
 
 def complete(conn: Connection, outcomes: Sequence[Outcome]) -> Completion:

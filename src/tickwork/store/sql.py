@@ -267,7 +267,8 @@ class SqlStore(SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorker
     async def heartbeat(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
         if not keys:
             return set()
-        return await self._write(lambda conn: dispatch.heartbeat(conn, keys, worker_id, now))
+        beat = pg_dispatch.heartbeat if self.dialect == "postgresql" else dispatch.heartbeat
+        return await self._write(lambda conn: beat(conn, keys, worker_id, now))
 
     async def complete(
         self, outcomes: Sequence[Outcome], *, fence: Fence | None = None
