@@ -111,6 +111,10 @@ async def _blocked(client: aioredis.Redis, consumer: str) -> bool:
     return any(c["name"] == f"tickwork:{consumer}" and "b" in c["flags"] for c in clients)
 
 
+async def _count_blocked(client: aioredis.Redis, consumers: list[str]) -> int:
+    return sum([await _blocked(client, c) for c in consumers])
+
+
 async def test_a_message_wakes_one_waiting_consumer_and_arrives_with_the_wake_up(
     private_redis: PrivateRedis,
 ) -> None:
@@ -129,6 +133,14 @@ async def test_a_message_wakes_one_waiting_consumer_and_arrives_with_the_wake_up
         assert [x.task_run_id for x in winner.result()] == ["only"]
         assert await _script_calls(raw) == scripts  # no consumer ran the take script
         assert await _blocked(raw, idle[waiters.index(loser)].consumer)
+        # Taking the next message one at a time needs no script call either.
+        again = idle[waiters.index(winner)]
+        waiters[waiters.index(winner)] = asyncio.create_task(again.consume(["default"], 10, 30.0))
+        await eventually(lambda: _count_blocked(raw, [b.consumer for b in idle]), lambda n: n == 2)
+        await publisher.publish([d("next")])
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        assert [x.task_run_id for x in done.pop().result()] == ["next"]
+        assert await _script_calls(raw) == scripts
     finally:
         for task in waiters:
             task.cancel()

@@ -153,6 +153,8 @@ class RedisStreamsBroker:
         self._watcher: _Watcher | None = None  # XREAD of the wake streams
         self._group_read: _GroupRead | None = None  # XREADGROUP of the streams
         self._received: list[Delivery] = []  # what a group read brought, not yet returned
+        self._due_at = math.inf  # monotonic time the next delayed message is due
+        self._fresh: frozenset[str] | None = None  # see _may_skip_take
         self._backoff = Backoff(log, f"broker {self._consumer}")
         self._closed = False
 
@@ -247,17 +249,36 @@ class RedisStreamsBroker:
         while True:
             if self._received:
                 return await self._from_received(layout, max_items)
-            step = await self._step(layout, max_items)
-            if step.deliveries:
-                return step.deliveries
-            if step.taken:  # only malformed entries, now dropped: look again
-                continue
-            remaining = deadline - time.monotonic()
+            newest: dict[str, str] | None = None  # None: the wake read in flight stays
+            if not self._may_skip_take(layout):
+                step = await self._step(layout, max_items)
+                if step.deliveries:
+                    return step.deliveries
+                if step.taken:  # only malformed entries, now dropped: look again
+                    continue
+                newest = step.newest
+            self._fresh = None
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 return []
-            reclaim_in = self._next_reclaim - time.monotonic()
-            wait = min(remaining, step.due_in, max(reclaim_in, 0.0))
-            await self._wait(layout, step.newest, wait, max_items)
+            wait = min(remaining, self._due_at - now, max(self._next_reclaim - now, 0.0))
+            await self._wait(layout, newest, wait, max_items)
+
+    def _may_skip_take(self, layout: _Layout) -> bool:
+        """Whether the script has nothing to do that the next group read will not: the last
+        wait ended with a group read of these streams (anything newer, or left over beyond
+        its count, the next one returns at once), the wake read is still in flight, and no
+        delayed message or reclaim pass is due. Saves a script call per message when idle
+        workers take messages one at a time."""
+        watcher = self._watcher
+        return (
+            self._fresh == frozenset(layout.streams)
+            and watcher is not None
+            and not watcher.task.done()
+            and watcher.keys == set(layout.wakes)
+            and time.monotonic() < min(self._due_at, self._next_reclaim)
+        )
 
     async def _from_received(self, layout: _Layout, max_items: int) -> list[Delivery]:
         """What a group read brought: up to ``max_items`` of the queues asked; messages of
@@ -304,6 +325,7 @@ class RedisStreamsBroker:
         )
         deliveries = await self._decode(layout, taken)
         due_in = math.inf if next_due < 0 else max(0.0, (next_due - now_ms) / 1000)
+        self._due_at = time.monotonic() + due_in
         ids = dict(zip(layout.wakes, newest, strict=True)) if newest else {}
         return _Step(deliveries, len(taken) // 3, due_in, ids)
 
@@ -338,20 +360,24 @@ class RedisStreamsBroker:
         await pipe.execute()
 
     async def _wait(
-        self, layout: _Layout, newest: dict[str, str], seconds: float, max_items: int
+        self, layout: _Layout, newest: dict[str, str] | None, seconds: float, max_items: int
     ) -> None:
         """Until a message arrives (read for this consumer: kept in ``_received``), a wake
-        stream gets a new entry, or ``seconds`` pass."""
+        stream gets a new entry, or ``seconds`` pass. ``newest``: where the wake read
+        starts, if a new one is needed (None: keep the one in flight)."""
         if seconds <= 0:
             return
         group, wake = self._group_read, self._watcher
         streams = frozenset(layout.streams)
-        if group is None or group.keys != streams or wake is None or wake.keys != set(newest):
+        stale_wake = wake is None or (newest is not None and wake.keys != set(newest))
+        if group is None or group.keys != streams or stale_wake:
             if seconds <= SHORT_WAIT:  # due in a moment: cheaper than blocking reads
                 await asyncio.sleep(seconds)
                 return
             group = await self._watch_streams(layout, max_items)
-            wake = self._watch_wakes(newest)
+            if stale_wake:
+                wake = self._watch_wakes(newest or dict.fromkeys(layout.wakes, "$"))
+        assert wake is not None  # kept only while it still applies (not stale)
         done, _ = await asyncio.wait(
             {group.task, wake.task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
         )
@@ -360,7 +386,10 @@ class RedisStreamsBroker:
             wake.task.result()  # a lost connection raises here
         if group.task in done:
             self._group_read = None
-            self._received += await self._read_by_group(group)
+            received = await self._read_by_group(group)
+            self._received += received
+            if wake.task not in done and group.task.exception() is None:
+                self._fresh = group.keys
 
     async def _watch_streams(self, layout: _Layout, max_items: int) -> _GroupRead:
         current = self._group_read
