@@ -73,13 +73,14 @@ def _job_with_run(name: str) -> tuple[Job, list[NewRun]]:
     return job, [NewRun(run, (task_run,))]
 
 
-async def _timed(action: Callable[[], Awaitable[object]]) -> float:
-    start = time.perf_counter()
+async def _timed(action: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (this process, all threads) of one call."""
+    start, cpu = time.perf_counter(), time.process_time()
     await action()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-async def _round(store: SqlStore, batch: int, tag: str) -> dict[str, float]:
+async def _round(store: SqlStore, batch: int, tag: str) -> dict[str, tuple[float, float]]:
     items = [_job_with_run(f"bench-{tag}-{i}") for i in range(batch)]
     keys = [(runs[0].task_runs[0].id, 1) for _, runs in items]
     now = T0 + timedelta(seconds=1)
@@ -101,9 +102,11 @@ async def bench(url: str, label: str, batch: int, rounds: int) -> None:
     finally:
         await store.close()
     for op in OPS:
-        median = statistics.median(r[op] for r in results)
+        median = statistics.median(r[op][0] for r in results)
+        cpu = statistics.median(r[op][1] for r in results)
         print(
-            f"{label:<10} {op:<12} {batch / median:>10,.0f} rows/s  ({median * 1000:.1f} ms/batch)"
+            f"{label:<10} {op:<12} {batch / median:>10,.0f} rows/s  ({median * 1000:.1f} ms/batch,"
+            f" client CPU {cpu / batch * 1e6:.0f} µs/row)"
         )
 
 

@@ -6,6 +6,7 @@ shared one.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -98,6 +99,66 @@ async def test_consumers_of_stopped_workers_are_forgotten_unless_they_hold_messa
     left = await eventually(members, lambda names: stopped.consumer not in names, timeout=5)
 
     assert holding.consumer in left
+
+
+async def _script_calls(client: aioredis.Redis) -> int:
+    stats = await client.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("eval", "evalsha"))
+
+
+async def _blocked(client: aioredis.Redis, consumer: str) -> bool:
+    clients = await client.client_list()
+    return any(c["name"] == f"tickwork:{consumer}" and "b" in c["flags"] for c in clients)
+
+
+async def _count_blocked(client: aioredis.Redis, consumers: list[str]) -> int:
+    return sum([await _blocked(client, c) for c in consumers])
+
+
+async def test_a_message_wakes_one_waiting_consumer_and_arrives_with_the_wake_up(
+    private_redis: PrivateRedis,
+) -> None:
+    raw = aioredis.Redis.from_url(private_redis.url, decode_responses=True)
+    idle = [RedisStreamsBroker(private_redis.url, prefix="one") for _ in range(2)]
+    publisher = RedisStreamsBroker(private_redis.url, prefix="one")
+    waiters = [asyncio.create_task(b.consume(["default"], 10, 30.0)) for b in idle]
+    try:
+        for broker in idle:
+            await eventually(lambda b=broker: _blocked(raw, b.consumer), bool)  # type: ignore[misc]
+        scripts = await _script_calls(raw)
+        await publisher.publish([d("only")])
+        done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        (winner,) = done
+        (loser,) = pending
+        assert [x.task_run_id for x in winner.result()] == ["only"]
+        assert await _script_calls(raw) == scripts  # no consumer ran the take script
+        assert await _blocked(raw, idle[waiters.index(loser)].consumer)
+        # Taking the next message one at a time needs no script call either.
+        again = idle[waiters.index(winner)]
+        waiters[waiters.index(winner)] = asyncio.create_task(again.consume(["default"], 10, 30.0))
+        await eventually(lambda: _count_blocked(raw, [b.consumer for b in idle]), lambda n: n == 2)
+        await publisher.publish([d("next")])
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        assert [x.task_run_id for x in done.pop().result()] == ["next"]
+        assert await _script_calls(raw) == scripts
+    finally:
+        for task in waiters:
+            task.cancel()
+        for broker in [*idle, publisher]:
+            await broker.close()
+        await raw.aclose()
+
+
+async def test_a_message_read_for_a_queue_no_longer_asked_goes_back(brokers: Factory) -> None:
+    fickle, other = brokers(), brokers()
+    waiter = asyncio.create_task(fickle.consume(["a"], 10, 0.3))
+    assert await waiter == []  # its blocking read of queue "a" stays in flight
+    await other.publish([d("for-a", queue="a")])
+    assert await fickle.consume(["b"], 10, 0.2) == []  # asked for "b" now: gives "a" back
+
+    got = await other.consume(["a"], 10, 1.0)
+
+    assert [x.task_run_id for x in got] == ["for-a"]
 
 
 async def test_ack_removes_the_entry_from_stream_and_pending_list(

@@ -192,6 +192,26 @@ async def test_complete_failed_dead_letters_and_fails_run(store: SqlStore) -> No
     assert [r.id for r in (await store.list_runs(state="dead")).runs] == [tr.run_id]
 
 
+async def test_complete_keeps_any_text_of_errors_and_results_exactly(store: SqlStore) -> None:
+    awkward = 'said "no", \\ {x} NULL\n\tü'
+    failed, done = await _running(store, 2)
+    result = '{"quote": "\\"", "list": [1, null], "text": "a,b}"}'
+
+    await store.complete(
+        [
+            outcome(failed, S.FAILED, at(110), error=awkward),
+            dataclasses.replace(outcome(done, S.SUCCESS, at(110), error="NULL"), result=result),
+        ]
+    )
+
+    f, d = await store.get_task_run(failed.id), await store.get_task_run(done.id)
+    assert f is not None and d is not None
+    assert (f.error, d.error, d.result) == (awkward, "NULL", result)
+    detail = await store.get_run(failed.run_id)
+    assert detail is not None
+    assert [a.error for a in detail.attempts] == [awkward]
+
+
 async def test_complete_applies_a_batch_and_skips_stale_outcomes(store: SqlStore) -> None:
     a, b, c = await _running(store, 3)
     applied = await store.complete(

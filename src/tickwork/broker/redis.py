@@ -4,15 +4,19 @@ Layout (names in ``redis_keys``): one stream per (queue, priority lane), a sorte
 (queue, lane) for messages published ahead, and a one-entry "wake" stream per queue. A
 consume call is one Lua script (``lua/take.lua``) that moves due delayed messages into
 their streams, reclaims what dead consumers left pending, and reads new messages highest
-lane first; when it finds nothing, the call blocks on a plain ``XREAD`` of those streams
-(a wake-up only, it consumes nothing) and on a local timer for the next due message, then
-runs the script again. Redis checks the timeouts of blocked commands only ``hz`` times a
-second (every 100 ms by default), which is why due times are kept by the client's timer.
+lane first. When it finds nothing, the call waits on three things at once: an
+``XREADGROUP … BLOCK`` of those streams, which Redis serves to ONE blocked consumer per
+new message (the message comes with the wake-up, so it costs no second read, and the
+other idle workers sleep on); a plain ``XREAD`` of the wake streams (delayed work was
+added: every consumer re-reads its next due time); and a local timer for the next due
+message. Redis checks the timeouts of blocked commands only ``hz`` times a second (every
+100 ms by default), which is why due times are kept by the client's timer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.resources
 import logging
 import math
@@ -70,7 +74,8 @@ class _Layout:
 
     pairs: tuple[tuple[str, str], ...]
     script_keys: tuple[str, ...]  # delayed set and stream of each pair, then wake streams
-    watched: tuple[str, ...]  # streams, then wake streams: the order of the script's ids
+    streams: dict[str, int]  # stream of each pair -> the pair's (1-based) index
+    wakes: tuple[str, ...]  # wake streams: the order of the script's newest ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +83,29 @@ class _Step:
     deliveries: list[Delivery]
     taken: int  # entries read, malformed ones included
     due_in: float  # seconds until the next delayed message is due (inf: none)
-    newest: dict[str, str]  # watched key -> newest entry id (empty if something was taken)
+    newest: dict[str, str]  # wake stream -> newest entry id (empty if something was taken)
 
 
 @dataclass(frozen=True, slots=True)
 class _Watcher:
-    """A blocking XREAD in flight; kept across calls while nothing new arrived."""
+    """A blocking read in flight; kept across calls while nothing new arrived (a group read
+    must not be cancelled lightly: a message Redis already handed it stays pending until a
+    reclaim)."""
 
     keys: frozenset[str]
     task: asyncio.Task[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupRead:
+    """A blocking ``XREADGROUP`` in flight, and the layout its streams belong to."""
+
+    layout: _Layout
+    task: asyncio.Task[Any]
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(self.layout.streams)
 
 
 class RedisStreamsBroker:
@@ -131,7 +150,11 @@ class RedisStreamsBroker:
         self._next_reclaim = 0.0
         self._clock = clock
         self._turn = 0
-        self._watcher: _Watcher | None = None
+        self._watcher: _Watcher | None = None  # XREAD of the wake streams
+        self._group_read: _GroupRead | None = None  # XREADGROUP of the streams
+        self._received: list[Delivery] = []  # what a group read brought, not yet returned
+        self._due_at = math.inf  # monotonic time the next delayed message is due
+        self._fresh: frozenset[str] | None = None  # see _may_skip_take
         self._backoff = Backoff(log, f"broker {self._consumer}")
         self._closed = False
 
@@ -162,18 +185,22 @@ class RedisStreamsBroker:
         await self._send(pipe, "publish_at", len(items))
 
     async def ack(self, deliveries: Sequence[Delivery]) -> None:
+        if all(d.receipt is None for d in deliveries):
+            return
+        pipe = self._client.pipeline(transaction=False)
+        self._add_acks(pipe, deliveries)
+        await self._send(pipe, "ack", len(deliveries))
+
+    def _add_acks(self, pipe: Pipeline, deliveries: Sequence[Delivery]) -> None:
+        """One ``XACK`` and one ``XDEL`` per stream for the whole batch."""
         by_stream: dict[str, list[str]] = {}
         for d in deliveries:
             if d.receipt is not None:
                 key = self._keys.stream(d.queue, lane_of(d.priority))
                 by_stream.setdefault(key, []).append(d.receipt)
-        if not by_stream:
-            return
-        pipe = self._client.pipeline(transaction=False)
         for key, ids in by_stream.items():
             pipe.xack(key, GROUP, *ids)
             pipe.xdel(key, *ids)
-        await self._send(pipe, "ack", len(deliveries))
 
     def _add_ready(self, pipe: Pipeline, deliveries: Sequence[Delivery]) -> None:
         for d in deliveries:
@@ -220,16 +247,57 @@ class RedisStreamsBroker:
 
     async def _consume(self, layout: _Layout, max_items: int, deadline: float) -> list[Delivery]:
         while True:
-            step = await self._step(layout, max_items)
-            if step.deliveries:
-                return step.deliveries
-            if step.taken:  # only malformed entries, now dropped: look again
-                continue
-            remaining = deadline - time.monotonic()
+            if self._received:
+                return await self._from_received(layout, max_items)
+            newest: dict[str, str] | None = None  # None: the wake read in flight stays
+            if not self._may_skip_take(layout):
+                step = await self._step(layout, max_items)
+                if step.deliveries:
+                    return step.deliveries
+                if step.taken:  # only malformed entries, now dropped: look again
+                    continue
+                newest = step.newest
+            self._fresh = None
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 return []
-            reclaim_in = self._next_reclaim - time.monotonic()
-            await self._wait(step.newest, min(remaining, step.due_in, max(reclaim_in, 0.0)))
+            wait = min(remaining, self._due_at - now, max(self._next_reclaim - now, 0.0))
+            await self._wait(layout, newest, wait, max_items)
+
+    def _may_skip_take(self, layout: _Layout) -> bool:
+        """Whether the script has nothing to do that the next group read will not: the last
+        wait ended with a group read of these streams (anything newer, or left over beyond
+        its count, the next one returns at once), the wake read is still in flight, and no
+        delayed message or reclaim pass is due. Saves a script call per message when idle
+        workers take messages one at a time."""
+        watcher = self._watcher
+        return (
+            self._fresh == frozenset(layout.streams)
+            and watcher is not None
+            and not watcher.task.done()
+            and watcher.keys == set(layout.wakes)
+            and time.monotonic() < min(self._due_at, self._next_reclaim)
+        )
+
+    async def _from_received(self, layout: _Layout, max_items: int) -> list[Delivery]:
+        """What a group read brought: up to ``max_items`` of the queues asked; messages of
+        queues no longer asked for go back to their streams for someone else."""
+        asked = {queue for queue, _ in layout.pairs}
+        other = [d for d in self._received if d.queue not in asked]
+        mine = [d for d in self._received if d.queue in asked]
+        self._received = mine[max_items:]
+        if other:
+            await self._give_back(other)
+        return mine[:max_items]
+
+    async def _give_back(self, deliveries: Sequence[Delivery]) -> None:
+        """Messages read but not handed out: added anew and acked at once (atomically; if
+        Redis is unreachable they stay pending, and a live consumer reclaims them)."""
+        pipe = self._client.pipeline(transaction=True)
+        self._add_ready(pipe, [dataclasses.replace(d, receipt=None) for d in deliveries])
+        self._add_acks(pipe, deliveries)
+        await self._send(pipe, "give back", len(deliveries))
 
     def _layout(self, queues: Sequence[str]) -> _Layout:
         # Rotate the queues each call, so that within a lane no queue starves the others.
@@ -246,7 +314,7 @@ class RedisStreamsBroker:
             )
             + wakes
         )
-        return _Layout(pairs, script_keys, streams + wakes)
+        return _Layout(pairs, script_keys, {s: i for i, s in enumerate(streams, 1)}, wakes)
 
     async def _step(self, layout: _Layout, max_items: int) -> _Step:
         reclaim_idle = self._reclaim_due()
@@ -257,7 +325,8 @@ class RedisStreamsBroker:
         )
         deliveries = await self._decode(layout, taken)
         due_in = math.inf if next_due < 0 else max(0.0, (next_due - now_ms) / 1000)
-        ids = dict(zip(layout.watched, newest, strict=True)) if newest else {}
+        self._due_at = time.monotonic() + due_in
+        ids = dict(zip(layout.wakes, newest, strict=True)) if newest else {}
         return _Step(deliveries, len(taken) // 3, due_in, ids)
 
     def _reclaim_due(self) -> int:
@@ -290,32 +359,99 @@ class RedisStreamsBroker:
             pipe.xdel(key, entry_id)
         await pipe.execute()
 
-    async def _wait(self, newest: dict[str, str], seconds: float) -> None:
-        """Until a watched stream gets a new entry, or ``seconds`` pass."""
+    async def _wait(
+        self, layout: _Layout, newest: dict[str, str] | None, seconds: float, max_items: int
+    ) -> None:
+        """Until a message arrives (read for this consumer: kept in ``_received``), a wake
+        stream gets a new entry, or ``seconds`` pass. ``newest``: where the wake read
+        starts, if a new one is needed (None: keep the one in flight)."""
         if seconds <= 0:
             return
-        watcher = self._watcher
-        if watcher is None or watcher.keys != frozenset(newest):
-            if seconds <= SHORT_WAIT:  # due in a moment: cheaper than a blocking read
+        group, wake = self._group_read, self._watcher
+        streams = frozenset(layout.streams)
+        stale_wake = wake is None or (newest is not None and wake.keys != set(newest))
+        if group is None or group.keys != streams or stale_wake:
+            if seconds <= SHORT_WAIT:  # due in a moment: cheaper than blocking reads
                 await asyncio.sleep(seconds)
                 return
-            self._drop_watcher()
-            read = self._client.xread(newest, count=1, block=MAX_BLOCK_MS)  # type: ignore[arg-type]
-            watcher = self._watcher = _Watcher(frozenset(newest), asyncio.ensure_future(read))
-        done, _ = await asyncio.wait({watcher.task}, timeout=seconds)
-        if done:
+            group = await self._watch_streams(layout, max_items)
+            if stale_wake:
+                wake = self._watch_wakes(newest or dict.fromkeys(layout.wakes, "$"))
+        assert wake is not None  # kept only while it still applies (not stale)
+        done, _ = await asyncio.wait(
+            {group.task, wake.task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+        )
+        if wake.task in done:
             self._watcher = None
-            watcher.task.result()  # a lost connection raises here
+            wake.task.result()  # a lost connection raises here
+        if group.task in done:
+            self._group_read = None
+            received = await self._read_by_group(group)
+            self._received += received
+            if wake.task not in done and group.task.exception() is None:
+                self._fresh = group.keys
+
+    async def _watch_streams(self, layout: _Layout, max_items: int) -> _GroupRead:
+        current = self._group_read
+        if current is not None and current.keys == frozenset(layout.streams):
+            return current
+        await self._drop_group_read()
+        read = self._client.xreadgroup(
+            GROUP,
+            self._consumer,
+            dict.fromkeys(layout.streams, ">"),
+            count=max_items,
+            block=MAX_BLOCK_MS,
+        )
+        self._group_read = _GroupRead(layout, asyncio.ensure_future(read))
+        return self._group_read
+
+    def _watch_wakes(self, newest: dict[str, str]) -> _Watcher:
+        current = self._watcher
+        if current is not None and current.keys == set(newest):
+            return current
+        self._drop_wake_read()
+        read = self._client.xread(newest, count=1, block=MAX_BLOCK_MS)  # type: ignore[arg-type]
+        self._watcher = _Watcher(frozenset(newest), asyncio.ensure_future(read))
+        return self._watcher
+
+    async def _read_by_group(self, group: _GroupRead) -> list[Delivery]:
+        """The deliveries a finished group read brought (a lost connection raises)."""
+        try:
+            reply = group.task.result()
+        except ResponseError as exc:
+            # A stream or the group went away under the read (FLUSHALL, a restart): the
+            # next script call recreates them.
+            log.debug("blocking group read ended: %s", exc)
+            return []
+        taken: list[Any] = []
+        for stream, entries in reply or ():
+            index = group.layout.streams[stream]
+            for entry_id, fields in entries:
+                taken += (index, entry_id, fields.get("m", ""))
+        return await self._decode(group.layout, taken)
+
+    def _drop_wake_read(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            _end(watcher.task)
+
+    async def _drop_group_read(self) -> None:
+        """Stop the group read (the queues asked changed); what it received already goes
+        back to the streams for the next consumer."""
+        group, self._group_read = self._group_read, None
+        if group is None:
+            return
+        if not group.task.done():
+            group.task.cancel()  # ends its connection; an entry in flight awaits a reclaim
+        elif not group.task.cancelled() and group.task.exception() is None:
+            await self._give_back(await self._read_by_group(group))
 
     def _drop_watcher(self) -> None:
-        watcher, self._watcher = self._watcher, None
-        if watcher is None:
-            return
-        if watcher.task.done():
-            if not watcher.task.cancelled():
-                watcher.task.exception()  # retrieved: it was handled where it mattered
-        else:
-            watcher.task.cancel()
+        self._drop_wake_read()
+        group, self._group_read = self._group_read, None
+        if group is not None:
+            _end(group.task)
 
     # -- status and shutdown ---------------------------------------------------------------
     async def depths(self) -> dict[str, int]:
@@ -341,7 +477,18 @@ class RedisStreamsBroker:
     async def close(self) -> None:
         self._closed = True
         self._drop_watcher()
+        received, self._received = self._received, []
+        if received:  # read but never handed out: back to the streams for another consumer
+            await self._give_back(received)
         await self._client.aclose()
+
+
+def _end(task: asyncio.Task[Any]) -> None:
+    if task.done():
+        if not task.cancelled():
+            task.exception()  # retrieved: it was handled where it mattered
+    else:
+        task.cancel()
 
 
 def _waiting(length: Any, pending: Any) -> int:

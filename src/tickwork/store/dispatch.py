@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -222,10 +222,10 @@ def claim(
     }
     won = _update_returning(conn, keys, task_runs.c.state == S.QUEUED.value, values)
     _mark_runs_running(conn, {tr.run_id for tr in won}, now)
-    return _with_inputs(conn, won)
+    return with_inputs(conn, won)
 
 
-def _with_inputs(conn: Connection, claimed: list[TaskRun]) -> list[TaskRun]:
+def with_inputs(conn: Connection, claimed: list[TaskRun]) -> list[TaskRun]:
     """Attach to each claimed task run the results of its direct upstreams."""
     downstream = [tr for tr in claimed if tr.upstream]
     if not downstream:
@@ -305,11 +305,17 @@ def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: da
 # -- completion ------------------------------------------------------------------------
 
 
-def complete(conn: Connection, outcomes: Sequence[Outcome]) -> Completion:
+def outcomes_by_key(outcomes: Sequence[Outcome]) -> dict[TaskKey, Outcome]:
+    """The outcomes by task run key, the first one given winning; refuses a state an
+    attempt cannot end in."""
     for o in outcomes:
         if o.state not in OUTCOMES:
             raise ValueError(f"outcome state {o.state.value!r} is not reachable from running")
-    by_key = {(o.task_run_id, o.attempt): o for o in reversed(outcomes)}  # first one wins
+    return {(o.task_run_id, o.attempt): o for o in reversed(outcomes)}
+
+
+def complete(conn: Connection, outcomes: Sequence[Outcome]) -> Completion:
+    by_key = outcomes_by_key(outcomes)
     applied: list[tuple[RowMapping, Outcome]] = []
     for chunk in chunked(list(by_key)):
         # Lock the rows first so the attempt history matches exactly the updates applied.
@@ -322,8 +328,8 @@ def complete(conn: Connection, outcomes: Sequence[Outcome]) -> Completion:
         applied.extend((row, by_key[(row["id"], row["attempt"])]) for row in result.mappings())
     if not applied:
         return Completion(applied=[])
-    conn.execute(_COMPLETE_UPDATE, [_completion(row, o) for row, o in applied])
-    conn.execute(attempts.insert(), [_attempt_row(row, o) for row, o in applied])
+    conn.execute(_COMPLETE_UPDATE, [completion_values(row, o) for row, o in applied])
+    conn.execute(attempts.insert(), [attempt_values(row, o) for row, o in applied])
     alone = [(row, o) for row, o in applied if row["siblings"] == 1]
     _set_single_task_runs(conn, alone)
     finished = max(o.finished_at for _, o in applied)
@@ -366,10 +372,10 @@ def _set_single_task_runs(conn: Connection, applied: Sequence[tuple[RowMapping, 
     """A run with one task run takes its state straight from the outcome: no sibling reads."""
     if not applied:
         return
-    conn.execute(_SINGLE_RUN_UPDATE, [_single_run_state(row, o) for row, o in applied])
+    conn.execute(_SINGLE_RUN_UPDATE, [single_run_values(row, o) for row, o in applied])
 
 
-def _single_run_state(row: RowMapping, o: Outcome) -> dict[str, Any]:
+def single_run_values(row: Mapping[Any, Any], o: Outcome) -> dict[str, Any]:
     state = derive_run_state([o.state])
     return {
         "p_key_id": row["run_id"],
@@ -444,7 +450,7 @@ _COMPLETE_UPDATE = (
 )
 
 
-def _completion(row: RowMapping, o: Outcome) -> dict[str, Any]:
+def completion_values(row: Mapping[Any, Any], o: Outcome) -> dict[str, Any]:
     retry = o.state == S.UP_FOR_RETRY
     return {
         "p_key_id": row["id"],
@@ -463,7 +469,7 @@ def _completion(row: RowMapping, o: Outcome) -> dict[str, Any]:
     }
 
 
-def _attempt_row(row: RowMapping, o: Outcome) -> dict[str, Any]:
+def attempt_values(row: Mapping[Any, Any], o: Outcome) -> dict[str, Any]:
     return {
         "task_run_id": row["id"],
         "attempt": row["attempt"],

@@ -30,7 +30,7 @@ from tickwork.ports import (
     TaskKey,
     TimeWindow,
 )
-from tickwork.store import dispatch, jobs, leases, logs, migrate
+from tickwork.store import dispatch, jobs, leases, logs, migrate, pg_dispatch
 from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
@@ -280,21 +280,22 @@ class SqlStore(
     async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
         if not keys:
             return []
-        return await self._write(lambda conn: dispatch.claim(conn, keys, worker_id, now))
+        claim = pg_dispatch.claim if self.dialect == "postgresql" else dispatch.claim
+        return await self._write(lambda conn: claim(conn, keys, worker_id, now))
 
     async def heartbeat(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
         if not keys:
             return set()
-        return await self._write(lambda conn: dispatch.heartbeat(conn, keys, worker_id, now))
+        beat = pg_dispatch.heartbeat if self.dialect == "postgresql" else dispatch.heartbeat
+        return await self._write(lambda conn: beat(conn, keys, worker_id, now))
 
     async def complete(
         self, outcomes: Sequence[Outcome], *, fence: Fence | None = None
     ) -> Completion:
         if not outcomes:
             return Completion(applied=[])
-        return await self._write(
-            self._fenced(fence, lambda conn: dispatch.complete(conn, outcomes))
-        )
+        complete = pg_dispatch.complete if self.dialect == "postgresql" else dispatch.complete
+        return await self._write(self._fenced(fence, lambda conn: complete(conn, outcomes)))
 
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
         return await self._read(lambda conn: dispatch.stale_running(conn, heartbeat_before, limit))

@@ -14,8 +14,9 @@
 -- Returns {taken, next_due, newest}:
 --   taken     flat (pair index, entry id, message) triples, reclaimed ones first
 --   next_due  the earliest due score still waiting in the sets, -1 if none
---   newest    only when nothing was taken: the newest entry id of every stream and wake
---             stream ('0-0' if empty), so a blocking XREAD wakes on anything newer
+--   newest    only when nothing was taken: the newest entry id of every wake stream
+--             ('0-0' if empty), so a blocking XREAD wakes on anything newer (new messages
+--             in the streams wake a blocking XREADGROUP of one consumer instead)
 
 local group, consumer = ARGV[1], ARGV[2]
 local now, want, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -105,11 +106,9 @@ end
 
 local newest = {}
 if #taken == 0 then
-  for j = 2, #KEYS do
-    if j > 2 * n or j % 2 == 0 then
-      local last = redis.call('XREVRANGE', KEYS[j], '+', '-', 'COUNT', 1)
-      newest[#newest + 1] = last[1] and last[1][1] or '0-0'
-    end
+  for j = 2 * n + 1, #KEYS do
+    local last = redis.call('XREVRANGE', KEYS[j], '+', '-', 'COUNT', 1)
+    newest[#newest + 1] = last[1] and last[1][1] or '0-0'
   end
 end
 
