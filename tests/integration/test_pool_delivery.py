@@ -40,10 +40,19 @@ def now() -> datetime:
 
 @contextlib.asynccontextmanager
 async def running_pool(
-    store: Store, broker: Broker, cancels: CancelSignals | None = None, concurrency: int = 4
+    store: Store,
+    broker: Broker,
+    cancels: CancelSignals | None = None,
+    concurrency: int = 4,
+    expected_duration: float = 1.0,
 ) -> AsyncIterator[WorkerPool]:
     runners = build_runners()
-    config = PoolConfig(worker_id="w1", concurrency=concurrency, heartbeat_interval=60.0)
+    config = PoolConfig(
+        worker_id="w1",
+        concurrency=concurrency,
+        heartbeat_interval=60.0,
+        expected_duration=expected_duration,
+    )
     pool = WorkerPool(
         store, broker, runners, config, clock=now, rand=random.random, cancels=cancels
     )
@@ -200,7 +209,9 @@ async def test_drain_hands_claimed_ahead_messages_to_another_worker_at_once(
     broker = RedisStreamsBroker(redis_url, prefix=redis_prefix)
     other = RedisStreamsBroker(redis_url, prefix=redis_prefix)  # reclaim would take 30 s
     try:
-        async with running_pool(sqlite_store, broker, concurrency=1) as pool:
+        # Tasks believed short (50 ms), so the pool claims one ahead of its single slot.
+        pool_cm = running_pool(sqlite_store, broker, concurrency=1, expected_duration=0.05)
+        async with pool_cm as pool:
             await broker.publish(deliveries(busy.task_runs))
             await eventually(
                 lambda: state_of(sqlite_store, busy), lambda s: s is TaskRunState.RUNNING
@@ -214,6 +225,31 @@ async def test_drain_hands_claimed_ahead_messages_to_another_worker_at_once(
 
     assert await state_of(sqlite_store, waiting) is TaskRunState.QUEUED
     assert [d.task_run_id for d in handed] == [waiting.task_runs[0].id]
+
+
+async def test_a_fresh_worker_claims_no_more_than_its_free_slots(
+    sqlite_store: Store, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Woken alone for a burst, a worker that has not yet measured its tasks takes only what
+    it can start; the rest stays in the stream for other workers (here: ``other``)."""
+    busy = await insert(sqlite_store, waits_for(tmp_path / "never"))
+    waiting = await insert(sqlite_store, make_job("waiting", now=now(), task=shell_task("true")))
+    broker = RedisStreamsBroker(redis_url, prefix=redis_prefix)
+    other = RedisStreamsBroker(redis_url, prefix=redis_prefix)
+    try:
+        async with running_pool(sqlite_store, broker, concurrency=1) as pool:
+            await broker.publish(deliveries([*busy.task_runs, *waiting.task_runs]))
+            await eventually(
+                lambda: state_of(sqlite_store, busy), lambda s: s is TaskRunState.RUNNING
+            )
+            handed = await other.consume(["default"], 10, 2.0)
+            assert pool.active_count == 1
+    finally:
+        await broker.close()
+        await other.close()
+
+    assert [d.task_run_id for d in handed] == [waiting.task_runs[0].id]
+    assert await state_of(sqlite_store, waiting) is TaskRunState.QUEUED
 
 
 async def _pending(client: aioredis.Redis, stream: str) -> int:

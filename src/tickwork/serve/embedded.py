@@ -143,6 +143,8 @@ def wire(
             worker_id=f"{socket.gethostname()}:{os.getpid()}",
             queues=settings.queues,
             concurrency=settings.workers,
+            # The only pool: claiming ahead can keep no other worker waiting here.
+            expected_duration=0.05,
         ),
         clock=clock,
         rand=random.random,

@@ -47,6 +47,10 @@ class PoolConfig:
     # start is when it really starts, not the claim.
     prefetch_wait: float = 0.05
     max_prefetch: int = 256
+    # What a fresh worker assumes its tasks take until it has measured them. Long, so that it
+    # claims no more than its free slots at first: woken alone for a burst of long tasks, it
+    # would otherwise take some ahead while other workers sit idle.
+    expected_duration: float = 1.0
     heartbeat_interval: float = 0.5  # also bounds how fast a cancel request is noticed
     consume_timeout: float = 0.5
     max_result_bytes: int = MAX_RESULT_BYTES  # a task's result (JSON) passed downstream
@@ -112,7 +116,7 @@ class WorkerPool:
         self._active: dict[str, _Active] = {}
         self._slots = asyncio.Semaphore(config.concurrency)
         self._room = asyncio.Event()  # set when a held task run finishes
-        self._avg_duration = 0.05  # seconds; moving average of recent attempts
+        self._avg_duration = config.expected_duration  # seconds; moving average of attempts
         self._draining = asyncio.Event()
         self._logs: Batcher[LogChunk] = Batcher(self._write_logs)
         self._outcomes: Batcher[Outcome] = Batcher(self._write_outcomes)
