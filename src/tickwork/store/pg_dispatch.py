@@ -48,7 +48,7 @@ WITH won AS (
     UPDATE task_runs AS t
     SET state = 'running', worker_id = %(worker)s, started_at = %(now)s, heartbeat_at = %(now)s
     FROM unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
-    WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = 'queued'
+    WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = %(queued)s
     RETURNING {", ".join("t." + c for c in _COLUMNS.split(", "))}
 ), running AS (
     UPDATE runs
@@ -62,9 +62,17 @@ _HEARTBEAT = """
 UPDATE task_runs AS t
 SET heartbeat_at = %(now)s
 FROM unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
-WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = 'running' AND t.worker_id = %(worker)s
+WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = %(running)s AND t.worker_id = %(worker)s
 RETURNING t.id, t.cancel_requested
 """
+
+#: The state each statement requires, sent as parameters rather than written as literals, so
+#: a prepared statement's generic plan cannot use the partial per-state indexes
+#: (``ix_task_runs_queued``/``_running``): with statistics that lag the churn (fresh partitions,
+#: autovacuum behind or off) the planner takes such an index for tiny, while it still holds an
+#: entry for every row that has passed through the state since the last vacuum — 20,000 rows
+#: read to claim one, measured 3 ms against 0.1 ms. Matching by primary key never degrades.
+_STATES = {"queued": "queued", "running": "running"}
 
 #: Locks the rows first (in id order) so the attempt history matches exactly the updates
 #: applied; ``siblings`` = 1 means the run's state follows from the outcome alone.
@@ -74,7 +82,7 @@ SELECT t.id, t.attempt, t.run_id, t.due_at, t.started_at, t.heartbeat_at, t.work
 FROM task_runs AS t
 JOIN unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
   ON t.id = k.id AND t.attempt = k.attempt
-WHERE t.state = 'running'
+WHERE t.state = %(running)s
 ORDER BY t.id
 FOR UPDATE OF t
 """
@@ -96,7 +104,7 @@ WITH v AS (
         finished_at = v.finished_at, heartbeat_at = v.heartbeat_at, worker_id = v.worker_id,
         error = v.error, exit_code = v.exit_code, result = v.result
     FROM v
-    WHERE t.id = v.id AND t.attempt = v.key_attempt AND t.state = 'running'
+    WHERE t.id = v.id AND t.attempt = v.key_attempt AND t.state = %(running)s
 ), history AS (
     INSERT INTO attempts
         (task_run_id, attempt, state, started_at, finished_at, error, exit_code, worker_id)
@@ -191,11 +199,11 @@ def _complete_params(applied: Sequence[tuple[Mapping[str, Any], Outcome]]) -> di
     params.update({f"a_{name}": _array(h[name] for h in history) for name in _HISTORY_ONLY})
     params.update({f"r_{name}": _array(a[f"p_{name}"] for a in alone) for name in _RUN})
     params["r_id"] = _array(a["p_key_id"] for a in alone)
-    return params
+    return params | _STATES
 
 
 def _key_arrays(keys: Sequence[TaskKey]) -> dict[str, str]:
-    return {"ids": _array(k[0] for k in keys), "attempts": _array(k[1] for k in keys)}
+    return {"ids": _array(k[0] for k in keys), "attempts": _array(k[1] for k in keys), **_STATES}
 
 
 def _array(values: Iterable[str | int | datetime | None]) -> str:
