@@ -3,6 +3,7 @@ upgrading a database that holds runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from datetime import timedelta
@@ -15,7 +16,7 @@ from tests.contract.factory import T0, make_job, make_run, shell_task
 from tests.pg import PostgresServer, create_database, drop_database
 from tickwork.core.errors import Conflict
 from tickwork.core.model import NewRun, RunTrigger, TaskRunState
-from tickwork.ports import KeyReceipt, KeyTaken, RunCopy
+from tickwork.ports import JobChanged, KeyReceipt, KeyTaken, RunCopy
 from tickwork.store import SqlStore, open_store
 from tickwork.store.engine import normalize_url
 from tickwork.store.migrate import alembic_config, head_revision
@@ -52,6 +53,27 @@ async def test_enqueue_runs_inserts_copies_sharing_a_logical_date(store: SqlStor
     assert by_name["b"].upstream == ("a",)
     assert {tr.priority for tr in detail.task_runs} == {9}
     assert by_name["a"].retry == job.retry
+
+
+@pytest.mark.parametrize("count", [1, 3, 40])  # 40 runs: past pg_enqueue.MAX_ROWS, by COPY
+async def test_enqueue_runs_planned_from_a_changed_job_inserts_nothing(
+    store: SqlStore, count: int
+) -> None:
+    job = make_job("flow", tasks=[shell_task("a"), shell_task("b", upstream=["a"])])
+    await store.create_jobs([(job, [])])
+    template = make_run(job, T0, state=TaskRunState.QUEUED, trigger=RunTrigger.ENQUEUE)
+    await store.enqueue_runs(_copies(template, count), planned_from=job)
+    assert len((await store.list_runs(job_id=job.id, limit=100)).runs) == count
+    changed = dataclasses.replace(job, priority=5, updated_at=T0 + timedelta(seconds=1))
+    assert await store.update_job(changed, job.updated_at, reschedule=False)
+    late = [dataclasses.replace(c, run_id=f"late-{c.run_id}") for c in _copies(template, count)]
+    with pytest.raises(JobChanged):
+        await store.enqueue_runs(late, planned_from=job)
+    await store.delete_job(job.id, T0 + timedelta(seconds=2))
+    with pytest.raises(JobChanged):
+        await store.enqueue_runs(late, planned_from=changed)
+    assert await store.get_run("late-run-0") is None
+    assert len((await store.list_runs(job_id=job.id, limit=100)).runs) == count
 
 
 async def test_enqueue_runs_is_all_or_nothing_with_its_key(store: SqlStore) -> None:

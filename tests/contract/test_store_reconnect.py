@@ -1,0 +1,53 @@
+"""PostgreSQL connections the server dropped: pinged when idle, replaced after a failure."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from tests.pg import libpq_url
+from tickwork.core.errors import StoreUnavailable
+from tickwork.store import SqlStore, open_store
+from tickwork.store import engine as engine_module
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def used_store(pg_url: str) -> AsyncIterator[SqlStore]:
+    """A store whose pool holds a connection that served a transaction."""
+    store = await open_store(pg_url)
+    assert await store.get_job("nothing") is None
+    yield store
+    await store.close()
+
+
+def _drop_connections(url: str) -> int:
+    """End every other session on the database (and wait for them to end)."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_an_idle_connection_the_server_dropped_is_replaced_unseen(
+    used_store: SqlStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "PG_PING_IDLE", 0.0)  # every pooled one counts as idle
+    assert _drop_connections(pg_url) >= 1
+    assert await used_store.get_job("nothing") is None
+
+
+async def test_a_busy_connection_the_server_dropped_fails_once_then_is_replaced(
+    used_store: SqlStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "PG_PING_IDLE", 3600.0)  # never pinged
+    assert _drop_connections(pg_url) >= 1
+    with pytest.raises(StoreUnavailable):
+        await used_store.get_job("nothing")
+    assert await used_store.get_job("nothing") is None
