@@ -1,4 +1,5 @@
-"""PostgreSQL connections the server dropped: pinged when idle, replaced after a failure."""
+"""PostgreSQL connections the server dropped: pinged when idle, replaced after a failure;
+for the engine's transactions and for the direct single-enqueue path (``pg_direct``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from tests.contract.factory import T0, make_job, make_run
 from tests.pg import libpq_url
 from tickwork.core.errors import StoreUnavailable
+from tickwork.core.model import RunTrigger
+from tickwork.ports import RunCopy
 from tickwork.store import SqlStore, open_store
 from tickwork.store import engine as engine_module
 
@@ -19,9 +23,22 @@ pytestmark = pytest.mark.postgres
 async def used_store(pg_url: str) -> AsyncIterator[SqlStore]:
     """A store whose pool holds a connection that served a transaction."""
     store = await open_store(pg_url)
+    await store.truncate_all()
+    await store.create_jobs([(JOB, [])])
     assert await store.get_job("nothing") is None
+    await _enqueue(store, "warm")
     yield store
     await store.close()
+
+
+JOB = make_job("q")
+
+
+async def _enqueue(store: SqlStore, run_id: str) -> None:
+    template = make_run(JOB, T0, trigger=RunTrigger.ENQUEUE)
+    copy = RunCopy(template, run_id, (f"{run_id}-t",), (template.task_runs[0].config,))
+    await store.enqueue_runs([copy], planned_from=JOB)
+    assert await store.get_run(run_id) is not None
 
 
 def _drop_connections(url: str) -> int:
@@ -39,15 +56,19 @@ async def test_an_idle_connection_the_server_dropped_is_replaced_unseen(
     used_store: SqlStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(engine_module, "PG_PING_IDLE", 0.0)  # every pooled one counts as idle
-    assert _drop_connections(pg_url) >= 1
+    assert _drop_connections(pg_url) >= 2  # the engine's and the direct writer's
     assert await used_store.get_job("nothing") is None
+    await _enqueue(used_store, "after")
 
 
 async def test_a_busy_connection_the_server_dropped_fails_once_then_is_replaced(
     used_store: SqlStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(engine_module, "PG_PING_IDLE", 3600.0)  # never pinged
-    assert _drop_connections(pg_url) >= 1
+    assert _drop_connections(pg_url) >= 2
     with pytest.raises(StoreUnavailable):
         await used_store.get_job("nothing")
     assert await used_store.get_job("nothing") is None
+    with pytest.raises(StoreUnavailable):
+        await _enqueue(used_store, "lost")
+    await _enqueue(used_store, "after")

@@ -66,7 +66,7 @@ def enqueue_runs(
     they were planned from is still the live one (``JobChanged`` otherwise). Enqueued runs
     have no key in ``run_keys``: many may share a job and logical date."""
     rows = rows_of_copies(copies)
-    if conn.dialect.name == "postgresql" and 0 < len(rows.task_runs) <= pg_enqueue.MAX_ROWS:
+    if conn.dialect.name == "postgresql" and pg_enqueue.fits(rows):
         if not pg_enqueue.insert_guarded(conn, rows, planned_from):
             assert planned_from is not None
             raise JobChanged(f"job {planned_from.name!r} changed since it was read")
