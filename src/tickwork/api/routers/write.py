@@ -46,6 +46,37 @@ AllowPast = Annotated[
 ]
 
 
+# The task-queue routes first: a request is matched against the routes in order, and
+# these are the hot path.
+@router.post("/jobs/{name}/runs", status_code=status.HTTP_201_CREATED, response_model=EnqueuedRead)
+async def enqueue_run(
+    name: str, request: Request, body: Annotated[EnqueueIn | None, Body()] = None
+) -> Response:
+    """Enqueue one run of the job with optional `params`, `priority` and `at`/`delay`
+    (task-queue style). Unlike trigger, many runs may share a logical date (the enqueue
+    instant). A paused job takes them as it takes triggered runs; one with `at`/`delay`
+    waits for its resume."""
+    # The hot path of a task queue: services and key read off the request, not as
+    # dependencies (FastAPI spends tens of µs per dependency per request).
+    services = services_of(request)
+    item = (body or EnqueueIn()).to_item(services.now())
+    receipt = receipt_of(pending_key(request), EnqueuedRead.plain)
+    done = await services.enqueue_many(name, [item], receipt=receipt, batch=False)
+    # The answer's JSON written directly: no response-model pass for two fields of ids.
+    return json_response(EnqueuedRead.plain(done), status.HTTP_201_CREATED)
+
+
+@router.post("/jobs/{name}/runs/batch", status_code=status.HTTP_201_CREATED)
+async def enqueue_runs(
+    name: str, body: EnqueueBatchIn, services: ServicesDep, key: IdempotencyKeyDep
+) -> EnqueuedBatchRead:
+    """Enqueue up to 5,000 runs of the job in one transaction, all or none; answers their
+    ids in the order of the items. Errors name the item: `items[3].priority`."""
+    receipt = receipt_of(key, EnqueuedBatchRead.of)
+    done = await services.enqueue_many(name, body.to_items(services.now()), receipt=receipt)
+    return EnqueuedBatchRead.of(done)
+
+
 @router.post("/jobs", status_code=status.HTTP_201_CREATED)
 async def create_job(
     body: JobCreate,
@@ -159,35 +190,6 @@ async def trigger_job(
     receipt = receipt_of(key, RunDetailRead.of)
     run = await services.trigger(name, body.logical_date, body.params, receipt=receipt)
     return RunDetailRead.of(run)
-
-
-@router.post("/jobs/{name}/runs", status_code=status.HTTP_201_CREATED, response_model=EnqueuedRead)
-async def enqueue_run(
-    name: str, request: Request, body: Annotated[EnqueueIn | None, Body()] = None
-) -> Response:
-    """Enqueue one run of the job with optional `params`, `priority` and `at`/`delay`
-    (task-queue style). Unlike trigger, many runs may share a logical date (the enqueue
-    instant). A paused job takes them as it takes triggered runs; one with `at`/`delay`
-    waits for its resume."""
-    # The hot path of a task queue: services and key read off the request, not as
-    # dependencies (FastAPI spends tens of µs per dependency per request).
-    services = services_of(request)
-    item = (body or EnqueueIn()).to_item(services.now())
-    receipt = receipt_of(pending_key(request), EnqueuedRead.plain)
-    done = await services.enqueue_many(name, [item], receipt=receipt, batch=False)
-    # The answer's JSON written directly: no response-model pass for two fields of ids.
-    return json_response(EnqueuedRead.plain(done), status.HTTP_201_CREATED)
-
-
-@router.post("/jobs/{name}/runs/batch", status_code=status.HTTP_201_CREATED)
-async def enqueue_runs(
-    name: str, body: EnqueueBatchIn, services: ServicesDep, key: IdempotencyKeyDep
-) -> EnqueuedBatchRead:
-    """Enqueue up to 5,000 runs of the job in one transaction, all or none; answers their
-    ids in the order of the items. Errors name the item: `items[3].priority`."""
-    receipt = receipt_of(key, EnqueuedBatchRead.of)
-    done = await services.enqueue_many(name, body.to_items(services.now()), receipt=receipt)
-    return EnqueuedBatchRead.of(done)
 
 
 @router.post("/jobs/{name}/pause")
