@@ -3,6 +3,7 @@ for the engine's transactions and for the direct single-enqueue path (``pg_direc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import psycopg
@@ -72,3 +73,20 @@ async def test_a_busy_connection_the_server_dropped_fails_once_then_is_replaced(
     with pytest.raises(StoreUnavailable):
         await _enqueue(used_store, "lost")
     await _enqueue(used_store, "after")
+
+
+def test_the_direct_path_follows_the_store_to_another_event_loop(pg_url: str) -> None:
+    async def open_and_enqueue() -> SqlStore:
+        store = await open_store(pg_url)
+        await store.truncate_all()
+        await store.create_jobs([(JOB, [])])
+        await _enqueue(store, "first-loop")
+        return store
+
+    store = asyncio.run(open_and_enqueue())
+
+    async def enqueue_and_close() -> None:
+        await _enqueue(store, "second-loop")  # the first loop's connection is closed, not used
+        await store.close()
+
+    asyncio.run(enqueue_and_close())

@@ -49,6 +49,8 @@ class DirectWriter:
         free here (the caller uses the engine instead)."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # connections belong to the loop that made them
+            for stale, _ in self._idle:
+                stale.pgconn.finish()  # closed without that loop (close() is a coroutine)
             self._idle.clear()
             self._busy, self._loop = 0, loop
         if self._busy >= self._size:
