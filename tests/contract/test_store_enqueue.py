@@ -3,6 +3,8 @@ upgrading a database that holds runs."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
 from collections.abc import Iterator
 from datetime import timedelta
@@ -15,10 +17,11 @@ from tests.contract.factory import T0, make_job, make_run, shell_task
 from tests.pg import PostgresServer, create_database, drop_database
 from tickwork.core.errors import Conflict
 from tickwork.core.model import NewRun, RunTrigger, TaskRunState
-from tickwork.ports import KeyReceipt, KeyTaken, RunCopy
+from tickwork.ports import JobChanged, KeyReceipt, KeyTaken, RunCopy
 from tickwork.store import SqlStore, open_store
 from tickwork.store.engine import normalize_url
 from tickwork.store.migrate import alembic_config, head_revision
+from tickwork.store.pg_direct import DIRECT_CONNECTIONS
 from tickwork.store.rows import job_to_row, run_to_row, task_run_to_row, task_to_row
 from tickwork.store.schema import jobs, runs, task_runs, tasks
 
@@ -52,6 +55,32 @@ async def test_enqueue_runs_inserts_copies_sharing_a_logical_date(store: SqlStor
     assert by_name["b"].upstream == ("a",)
     assert {tr.priority for tr in detail.task_runs} == {9}
     assert by_name["a"].retry == job.retry
+
+
+# PostgreSQL: 1 and 3 runs go in one statement (on the event loop without a key, in the
+# key's transaction with one), 40 runs (past pg_enqueue.MAX_ROWS) by COPY.
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("count", [1, 3, 40])
+async def test_enqueue_runs_planned_from_a_changed_job_inserts_nothing(
+    store: SqlStore, count: int, keyed: bool
+) -> None:
+    job = make_job("flow", tasks=[shell_task("a"), shell_task("b", upstream=["a"])])
+    await store.create_jobs([(job, [])])
+    template = make_run(job, T0, state=TaskRunState.QUEUED, trigger=RunTrigger.ENQUEUE)
+    await store.enqueue_runs(_copies(template, count), planned_from=job)
+    assert len((await store.list_runs(job_id=job.id, limit=100)).runs) == count
+    changed = dataclasses.replace(job, priority=5, updated_at=T0 + timedelta(seconds=1))
+    assert await store.update_job(changed, job.updated_at, reschedule=False)
+    late = [dataclasses.replace(c, run_id=f"late-{c.run_id}") for c in _copies(template, count)]
+    receipt = KeyReceipt("tok", "k", "hash", 201, "{}", T0, T0 + timedelta(days=1))
+    with pytest.raises(JobChanged):
+        await store.enqueue_runs(late, receipt if keyed else None, planned_from=job)
+    await store.delete_job(job.id, T0 + timedelta(seconds=2))
+    with pytest.raises(JobChanged):
+        await store.enqueue_runs(late, receipt if keyed else None, planned_from=changed)
+    assert await store.get_run("late-run-0") is None
+    assert await store.get_key("tok", "k", T0) is None
+    assert len((await store.list_runs(job_id=job.id, limit=100)).runs) == count
 
 
 async def test_enqueue_runs_is_all_or_nothing_with_its_key(store: SqlStore) -> None:
@@ -150,3 +179,27 @@ async def test_r0007_upgrades_a_database_with_runs(r0006_url: str) -> None:
             assert version == head_revision()
     finally:
         engine.dispose()
+
+
+async def test_enqueue_runs_of_an_id_taken_is_a_conflict_without_a_key(store: SqlStore) -> None:
+    job = make_job("q")
+    await store.create_jobs([(job, [])])
+    template = make_run(job, T0, trigger=RunTrigger.ENQUEUE)
+    await store.enqueue_runs(_copies(template, 1), planned_from=job)
+    with pytest.raises(Conflict):
+        await store.enqueue_runs(_copies(template, 1), planned_from=job)
+    assert len((await store.list_runs(job_id=job.id)).runs) == 1
+
+
+async def test_concurrent_enqueues_all_land(store: SqlStore) -> None:
+    # More at once than pg_direct keeps connections for: the rest take the engine's path.
+    job = make_job("q")
+    await store.create_jobs([(job, [])])
+    template = make_run(job, T0, trigger=RunTrigger.ENQUEUE)
+    batches = [
+        [dataclasses.replace(c, run_id=f"c{i}", task_run_ids=(f"c{i}-t",))]
+        for i, c in enumerate(_copies(template, 3 * DIRECT_CONNECTIONS))
+    ]
+    await asyncio.gather(*(store.enqueue_runs(b, planned_from=job) for b in batches))
+    page = await store.list_runs(job_id=job.id, limit=100)
+    assert len(page.runs) == 3 * DIRECT_CONNECTIONS

@@ -9,7 +9,7 @@ from fastapi_offline import FastAPIOffline
 
 from tickwork import __version__
 from tickwork.api.auth import Security, install_auth, requires
-from tickwork.api.deps import CheckedParameters
+from tickwork.api.deps import check_parameters
 from tickwork.api.errors import install_error_handlers
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from tickwork.api.routers import health, pools, read, tokens, write
@@ -75,7 +75,7 @@ def create_app(
                 router,
                 prefix=API_PREFIX,
                 responses=_ERRORS,
-                dependencies=[requires(scope), CheckedParameters],
+                dependencies=[requires(scope, then=check_parameters)],
             )
     app.include_router(health.router)
     _publish_text_rule(app)

@@ -82,8 +82,10 @@ def bearer_of(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def requires(scope: Scope) -> DependsParam:
-    """A dependency that lets only tokens with ``scope`` (or a larger one) through."""
+def requires(scope: Scope, then: Callable[[Request], None] | None = None) -> DependsParam:
+    """A dependency that lets only tokens with ``scope`` (or a larger one) through, then runs
+    ``then`` (a check every route of the router gets). One dependency rather than two: FastAPI
+    spends tens of µs per dependency per request."""
 
     async def check(
         request: Request,
@@ -91,6 +93,8 @@ def requires(scope: Scope) -> DependsParam:
     ) -> ApiToken:
         token = await authenticate(request, credentials.credentials if credentials else None)
         require_scope(token, scope)
+        if then is not None:
+            then(request)
         return token
 
     dependency: DependsParam = Depends(check)

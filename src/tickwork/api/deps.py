@@ -17,16 +17,21 @@ from tickwork.api.text import NUL, NUL_MESSAGE
 from tickwork.app.services import Services
 
 
-async def get_services(request: Request) -> Services:
+def services_of(request: Request) -> Services:
     """The one Services instance the app was built with."""
     services: Services = request.app.state.services
     return services
 
 
+async def get_services(request: Request) -> Services:
+    """``services_of`` as a dependency."""
+    return services_of(request)
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def checked_parameters(request: Request) -> None:
+def check_parameters(request: Request) -> None:
     """Refuse a query parameter given more than once (none of the API's takes a list), and a
     NUL character in any path or query parameter (see ``text``).
 
@@ -47,7 +52,3 @@ async def checked_parameters(request: Request) -> None:
             errors.append({"type": "nul_character", "loc": ("path", key), "msg": NUL_MESSAGE})
     if errors:
         raise RequestValidationError(errors)
-
-
-#: Added after the auth dependency on every API router.
-CheckedParameters = Depends(checked_parameters)

@@ -84,10 +84,15 @@ class IdempotencyKey:
         return make
 
 
-async def idempotency_key(request: Request) -> IdempotencyKey | None:
+def pending_key(request: Request) -> IdempotencyKey | None:
     """The pending key of this request (None without the header)."""
     pending: IdempotencyKey | None = getattr(request.state, "idempotency_key", None)
     return pending
+
+
+async def idempotency_key(request: Request) -> IdempotencyKey | None:
+    """``pending_key`` as a dependency."""
+    return pending_key(request)
 
 
 IdempotencyKeyDep = Annotated[IdempotencyKey | None, Depends(idempotency_key)]
@@ -141,6 +146,11 @@ async def _once(request: Request, key: str, status: int, handler: Handler) -> Re
         except KeyTaken as taken:  # a concurrent request with this key committed first
             held = taken.held
     return _replay(held, digest)
+
+
+def json_response(payload: Any, status: int) -> Response:
+    """``payload`` (plain JSON values) as FastAPI's JSONResponse would write it."""
+    return Response(json.dumps(payload, **_COMPACT).encode(), status, media_type=_JSON)
 
 
 def _first(response: Response, pending: IdempotencyKey) -> Response:

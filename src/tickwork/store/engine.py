@@ -8,14 +8,15 @@ each here, against 16 µs for a whole small SQLite transaction).
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
-from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection, StaticPool
 
 from tickwork.core.errors import ValidationError
 
@@ -51,6 +52,8 @@ def is_memory(url: URL) -> bool:
 
 
 PG_POOL_SIZE = 10
+#: A pooled PostgreSQL connection unused this long is pinged before it is handed out.
+PG_PING_IDLE = 1.0
 SQLITE_READERS = 4
 
 
@@ -89,7 +92,8 @@ def create_engines(url: str) -> Engines:
     """Engines for ``url`` (see :func:`normalize_url`), configured for tickwork's workload."""
     parsed = normalize_url(url)
     if parsed.drivername == POSTGRES:
-        engine = create_engine(parsed, pool_size=PG_POOL_SIZE, max_overflow=0, pool_pre_ping=True)
+        engine = create_engine(parsed, pool_size=PG_POOL_SIZE, max_overflow=0)
+        _ping_when_idle(engine)
         threads = ThreadPoolExecutor(PG_POOL_SIZE, thread_name_prefix="tickwork-pg")
         return Engines(read=engine, write=engine, readers=threads, writers=threads)
     writers = ThreadPoolExecutor(1, thread_name_prefix="tickwork-sqlite-write")
@@ -101,6 +105,36 @@ def create_engines(url: str) -> Engines:
     read = _sqlite_engine(parsed, "BEGIN", pool_size=SQLITE_READERS, max_overflow=0)
     readers = ThreadPoolExecutor(SQLITE_READERS, thread_name_prefix="tickwork-sqlite-read")
     return Engines(read=read, write=write, readers=readers, writers=writers)
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Ping a connection on checkout only if it sat in the pool over PG_PING_IDLE seconds.
+
+    ``pool_pre_ping`` pings on every checkout: one more round trip per transaction, for
+    connections that were in use a few milliseconds ago. A connection idle that long (the
+    server may have restarted, a proxy may have dropped it) is pinged, and a dead one is
+    replaced before the transaction starts. A connection whose server went away while it
+    was in steady use fails its next transaction instead (``StoreUnavailable``, a 503 in the
+    API), and SQLAlchemy then replaces every connection of the pool.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi: Any, record: ConnectionPoolEntry) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(
+        dbapi: Any, record: ConnectionPoolEntry, _proxy: PoolProxiedConnection
+    ) -> None:
+        since = record.info.get("idle_since")
+        if since is None or time.monotonic() - since < PG_PING_IDLE:
+            return
+        try:
+            engine.dialect.do_ping(dbapi)
+        except Exception as exc:  # the driver's error: this connection is gone
+            raise DisconnectionError(f"ping failed: {exc}") from exc
+        finally:
+            record.info.pop("idle_since", None)
 
 
 def _sqlite_engine(url: URL, begin: str, **kw: Any) -> Engine:

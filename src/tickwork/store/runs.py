@@ -18,6 +18,7 @@ from tickwork.core.errors import NotFound, ValidationError
 from tickwork.core.model import Job, NewRun, RunDetail, RunState, TaskRun, TaskRunState
 from tickwork.core.states import CANCELLABLE_AT_REST, RETRYABLE, derive_run_state
 from tickwork.ports import DeadLetterPage, JobChanged, RunCopy, RunPage, TimeWindow
+from tickwork.store import pg_enqueue
 from tickwork.store.bulk import bulk_insert
 from tickwork.store.common import chunked, insert_ignoring_duplicates, param
 from tickwork.store.readiness import CHILD_COLUMNS, advance
@@ -64,6 +65,12 @@ def enqueue_runs(
     """Insert enqueued runs, copies of planned template runs (see ``RunCopy``), if the job
     they were planned from is still the live one (``JobChanged`` otherwise). Enqueued runs
     have no key in ``run_keys``: many may share a job and logical date."""
+    rows = rows_of_copies(copies)
+    if conn.dialect.name == "postgresql" and pg_enqueue.fits(rows):
+        if not pg_enqueue.insert_guarded(conn, rows, planned_from):
+            assert planned_from is not None
+            raise JobChanged(f"job {planned_from.name!r} changed since it was read")
+        return
     if planned_from is not None:
         current = sa.select(jobs.c.id).where(
             jobs.c.id == planned_from.id,
@@ -72,7 +79,7 @@ def enqueue_runs(
         )
         if conn.scalar(current) is None:
             raise JobChanged(f"job {planned_from.name!r} changed since it was read")
-    insert_run_rows(conn, rows_of_copies(copies))
+    insert_run_rows(conn, rows)
 
 
 def insert_new_runs(conn: Connection, new_runs: Sequence[NewRun]) -> list[TaskRun]:

@@ -35,6 +35,8 @@ from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
 from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
+from tickwork.store.pg_direct import DirectWriter
+from tickwork.store.pg_enqueue import enqueue_direct
 from tickwork.store.pools import SqlPoolMethods
 from tickwork.store.retention import SqlHistoryMethods
 from tickwork.store.schema import TABLES_CHILDREN_FIRST, on_dialect
@@ -70,6 +72,7 @@ class SqlStore(
     def __init__(self, engines: Engines, *, clock: Callable[[], datetime] = _utcnow) -> None:
         self._engines = engines
         self._clock = clock  # lease time on SQLite; PostgreSQL judges leases by its own
+        self._direct = DirectWriter(engines.write.url) if self.dialect == "postgresql" else None
 
     @property
     def dialect(self) -> str:
@@ -120,6 +123,8 @@ class SqlStore(
         await self._on_thread(self._engines.writers, lambda: migrate.upgrade(self._engines.write))
 
     async def close(self) -> None:
+        if self._direct is not None:
+            await self._direct.close()
         await asyncio.get_running_loop().run_in_executor(None, self._engines.dispose)
 
     async def truncate_all(self) -> None:
@@ -207,6 +212,9 @@ class SqlStore(
         *,
         planned_from: Job | None = None,
     ) -> None:
+        direct = self._direct
+        if receipt is None and direct and await enqueue_direct(direct, copies, planned_from):
+            return  # one statement on the event loop; see pg_enqueue
         await self._write(
             keyed(receipt, lambda conn: run_queries.enqueue_runs(conn, copies, planned_from))
         )

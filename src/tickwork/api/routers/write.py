@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
 
 from tickwork.api.auth import TokenDep, require_job_scope
-from tickwork.api.deps import ServicesDep
-from tickwork.api.idempotency import IdempotencyKeyDep, IdempotentRoute, receipt_of
+from tickwork.api.deps import ServicesDep, services_of
+from tickwork.api.idempotency import (
+    IdempotencyKeyDep,
+    IdempotentRoute,
+    json_response,
+    pending_key,
+    receipt_of,
+)
 from tickwork.api.schemas import (
     JobBatchCreate,
     JobCreate,
@@ -38,6 +44,37 @@ router = APIRouter(tags=["write"], route_class=IdempotentRoute)
 AllowPast = Annotated[
     bool, Query(description="Accept an `at` instant in the past (it runs at once).")
 ]
+
+
+# The task-queue routes first: a request is matched against the routes in order, and
+# these are the hot path.
+@router.post("/jobs/{name}/runs", status_code=status.HTTP_201_CREATED, response_model=EnqueuedRead)
+async def enqueue_run(
+    name: str, request: Request, body: Annotated[EnqueueIn | None, Body()] = None
+) -> Response:
+    """Enqueue one run of the job with optional `params`, `priority` and `at`/`delay`
+    (task-queue style). Unlike trigger, many runs may share a logical date (the enqueue
+    instant). A paused job takes them as it takes triggered runs; one with `at`/`delay`
+    waits for its resume."""
+    # The hot path of a task queue: services and key read off the request, not as
+    # dependencies (FastAPI spends tens of µs per dependency per request).
+    services = services_of(request)
+    item = (body or EnqueueIn()).to_item(services.now())
+    receipt = receipt_of(pending_key(request), EnqueuedRead.plain)
+    done = await services.enqueue_many(name, [item], receipt=receipt, batch=False)
+    # The answer's JSON written directly: no response-model pass for two fields of ids.
+    return json_response(EnqueuedRead.plain(done), status.HTTP_201_CREATED)
+
+
+@router.post("/jobs/{name}/runs/batch", status_code=status.HTTP_201_CREATED)
+async def enqueue_runs(
+    name: str, body: EnqueueBatchIn, services: ServicesDep, key: IdempotencyKeyDep
+) -> EnqueuedBatchRead:
+    """Enqueue up to 5,000 runs of the job in one transaction, all or none; answers their
+    ids in the order of the items. Errors name the item: `items[3].priority`."""
+    receipt = receipt_of(key, EnqueuedBatchRead.of)
+    done = await services.enqueue_many(name, body.to_items(services.now()), receipt=receipt)
+    return EnqueuedBatchRead.of(done)
 
 
 @router.post("/jobs", status_code=status.HTTP_201_CREATED)
@@ -153,34 +190,6 @@ async def trigger_job(
     receipt = receipt_of(key, RunDetailRead.of)
     run = await services.trigger(name, body.logical_date, body.params, receipt=receipt)
     return RunDetailRead.of(run)
-
-
-@router.post("/jobs/{name}/runs", status_code=status.HTTP_201_CREATED)
-async def enqueue_run(
-    name: str,
-    services: ServicesDep,
-    key: IdempotencyKeyDep,
-    body: Annotated[EnqueueIn | None, Body()] = None,
-) -> EnqueuedRead:
-    """Enqueue one run of the job with optional `params`, `priority` and `at`/`delay`
-    (task-queue style). Unlike trigger, many runs may share a logical date (the enqueue
-    instant). A paused job takes them as it takes triggered runs; one with `at`/`delay`
-    waits for its resume."""
-    item = (body or EnqueueIn()).to_item(services.now())
-    receipt = receipt_of(key, EnqueuedRead.of)
-    done = await services.enqueue_many(name, [item], receipt=receipt, batch=False)
-    return EnqueuedRead.of(done)
-
-
-@router.post("/jobs/{name}/runs/batch", status_code=status.HTTP_201_CREATED)
-async def enqueue_runs(
-    name: str, body: EnqueueBatchIn, services: ServicesDep, key: IdempotencyKeyDep
-) -> EnqueuedBatchRead:
-    """Enqueue up to 5,000 runs of the job in one transaction, all or none; answers their
-    ids in the order of the items. Errors name the item: `items[3].priority`."""
-    receipt = receipt_of(key, EnqueuedBatchRead.of)
-    done = await services.enqueue_many(name, body.to_items(services.now()), receipt=receipt)
-    return EnqueuedBatchRead.of(done)
 
 
 @router.post("/jobs/{name}/pause")

@@ -58,9 +58,10 @@ class EnqueuedRead(BaseModel):
     run_id: str
     task_run_ids: list[str]
 
-    @classmethod
-    def of(cls, done: list[Enqueued]) -> EnqueuedRead:
-        return cls(run_id=done[0].run_id, task_run_ids=list(done[0].task_run_ids))
+    @staticmethod
+    def plain(done: list[Enqueued]) -> dict[str, Any]:
+        """The answer as plain JSON values, in this schema's shape."""
+        return {"run_id": done[0].run_id, "task_run_ids": list(done[0].task_run_ids)}
 
 
 class EnqueuedBatchRead(BaseModel):

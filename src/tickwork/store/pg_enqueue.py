@@ -1,0 +1,158 @@
+"""A few enqueued runs on PostgreSQL in one statement (the single-enqueue path).
+
+``COPY`` is the cheapest way to insert many rows, but each ``COPY`` costs two round trips
+(start, then end), and a guarded insert of one run was a check ``SELECT`` and two ``COPY``s:
+five round trips inside the transaction, each paid in CPU by the API process (psycopg's
+wait, the socket, SQLAlchemy's execution context) and by the server. For a few runs, one
+``INSERT`` with a data-modifying CTE does it all: the runs are inserted only if the job they
+were planned from is still the live one, their task runs only if the runs were, and the
+number of task-run rows says which happened. The statement text depends only on how many
+runs and task runs it carries, so psycopg prepares it on the server after a few uses.
+
+Values go as they go to ``COPY`` (``bulk``): JSON columns as JSON text, everything else as
+psycopg adapts it, each placeholder cast to its column's type (strings to ``text``, never to
+``varchar(n)``, which would cut an over-long value instead of refusing it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from tickwork.core.model import Job
+from tickwork.ports import JobChanged, RunCopy
+from tickwork.store.bulk import Row
+from tickwork.store.common import conflict_from
+from tickwork.store.pg_direct import DirectWriter
+from tickwork.store.run_rows import RUN_COLUMNS, TASK_RUN_COLUMNS, RunRows, rows_of_copies
+from tickwork.store.schema import jobs, runs, task_runs
+
+#: Up to this many task-run rows go in one statement; more go by ``COPY``.
+MAX_ROWS = 32
+_DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
+
+
+async def enqueue_direct(
+    writer: DirectWriter, copies: Sequence[RunCopy], planned_from: Job | None
+) -> bool:
+    """``runs.enqueue_runs`` as one autocommit statement on the event loop (``pg_direct``):
+    True when done, False when the rows do not fit or no direct connection is free (nothing
+    was written; use the engine). ``JobChanged`` and ``Conflict`` as ``enqueue_runs``."""
+    rows = rows_of_copies(copies)
+    if not fits(rows):
+        return False
+    sql, params = statement(rows, planned_from)
+    try:
+        rowcount = await writer.execute(sql, params)
+    except IntegrityError as exc:
+        conflict = conflict_from(exc)
+        if conflict is None:
+            raise
+        raise conflict from None
+    if rowcount is None:
+        return False
+    if not inserted_all(rowcount, rows, planned_from):
+        assert planned_from is not None
+        raise JobChanged(f"job {planned_from.name!r} changed since it was read")
+    return True
+
+
+def fits(rows: RunRows) -> bool:
+    """Whether ``rows`` go in one statement (else by ``COPY``)."""
+    return 0 < len(rows.task_runs) <= MAX_ROWS
+
+
+def insert_guarded(conn: Connection, rows: RunRows, planned_from: Job | None) -> bool:
+    """Insert ``rows`` in one statement, only if ``planned_from`` (when given) is still the
+    live stored job. False when it is not: nothing was inserted."""
+    sql, params = statement(rows, planned_from)
+    return inserted_all(conn.exec_driver_sql(sql, params).rowcount, rows, planned_from)
+
+
+def statement(rows: RunRows, planned_from: Job | None) -> tuple[str, tuple[Any, ...]]:
+    """The guarded ``INSERT`` of ``rows`` and its parameters."""
+    sql = _statement(len(rows.runs), len(rows.task_runs), planned_from is not None)
+    params: list[Any] = []  # in the order of the placeholders
+    _extend(params, runs, RUN_COLUMNS, rows.runs)
+    if planned_from is not None:
+        params += [planned_from.id, planned_from.updated_at]
+    _extend(params, task_runs, TASK_RUN_COLUMNS, rows.task_runs)
+    return sql, tuple(params)
+
+
+def inserted_all(rowcount: int, rows: RunRows, planned_from: Job | None) -> bool:
+    """True if the statement inserted ``rows``, False if the job had changed (nothing)."""
+    if rowcount == len(rows.task_runs):
+        return True
+    if rowcount == 0 and planned_from is not None:
+        return False
+    raise RuntimeError(f"inserted {rowcount} of {len(rows.task_runs)} task runs")
+
+
+def _extend(
+    params: list[Any], table: sa.Table, columns: Sequence[str], rows: Sequence[Row]
+) -> None:
+    json_at = _json_columns(table.name, tuple(columns))
+    dumped: dict[int, str] = {}  # the task runs of a job share most JSON values
+    for row in rows:
+        if not json_at:
+            params.extend(row)
+            continue
+        values = list(row)
+        for i in json_at:
+            value = values[i]
+            if value is not None:
+                text = dumped.get(id(value))
+                if text is None:
+                    text = dumped[id(value)] = json.dumps(value, separators=(",", ":"))
+                values[i] = text
+        params.extend(values)
+
+
+@cache
+def _json_columns(table: str, columns: tuple[str, ...]) -> tuple[int, ...]:
+    t = runs if table == runs.name else task_runs
+    return tuple(i for i, name in enumerate(columns) if isinstance(t.c[name].type, sa.JSON))
+
+
+@cache
+def _statement(n_runs: int, n_task_runs: int, guarded: bool) -> str:
+    live = (
+        "WHERE EXISTS (SELECT 1 FROM jobs WHERE id = %s AND updated_at = %s "
+        "AND deleted_at IS NULL) "
+        if guarded
+        else ""
+    )
+    assert jobs.name == "jobs"
+    return (
+        f"WITH r AS (INSERT INTO {runs.name} ({_names(RUN_COLUMNS)}) "
+        f"SELECT * FROM (VALUES {_values(runs, RUN_COLUMNS, n_runs)}) AS v "
+        f"{live}RETURNING 1) "
+        f"INSERT INTO {task_runs.name} ({_names(TASK_RUN_COLUMNS)}) "
+        f"SELECT * FROM (VALUES {_values(task_runs, TASK_RUN_COLUMNS, n_task_runs)}) AS v "
+        "WHERE EXISTS (SELECT 1 FROM r)"
+    )
+
+
+def _names(columns: Sequence[str]) -> str:
+    return ", ".join(f'"{name}"' for name in columns)
+
+
+def _values(table: sa.Table, columns: Sequence[str], count: int) -> str:
+    row = "(" + ", ".join(f"%s::{_cast(table.c[name].type)}" for name in columns) + ")"
+    return ", ".join([row] * count)
+
+
+def _cast(column_type: sa.types.TypeEngine[Any]) -> str:
+    if isinstance(column_type, sa.JSON):
+        return "json"
+    if isinstance(column_type, sa.String):  # Text too
+        return "text"
+    return column_type.compile(dialect=_DIALECT)
