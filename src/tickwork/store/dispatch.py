@@ -423,6 +423,20 @@ _COMPLETE_COLUMNS = (
     .label("siblings"),
 )
 
+#: The task-run columns an outcome writes (also ``pg_dispatch``'s completion statement).
+COMPLETED_COLUMNS = (
+    "state",
+    "attempt",
+    "due_at",
+    "started_at",
+    "finished_at",
+    "heartbeat_at",
+    "worker_id",
+    "error",
+    "exit_code",
+    "result",
+)
+
 _COMPLETE_UPDATE = (
     sa.update(task_runs)
     .where(
@@ -430,23 +444,7 @@ _COMPLETE_UPDATE = (
         task_runs.c.attempt == sa.bindparam("p_key_attempt"),
         task_runs.c.state == S.RUNNING.value,
     )
-    .values(
-        {
-            name: param(task_runs.c[name])
-            for name in (
-                "state",
-                "attempt",
-                "due_at",
-                "started_at",
-                "finished_at",
-                "heartbeat_at",
-                "worker_id",
-                "error",
-                "exit_code",
-                "result",
-            )
-        }
-    )
+    .values({name: param(task_runs.c[name]) for name in COMPLETED_COLUMNS})
 )
 
 

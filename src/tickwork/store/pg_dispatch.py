@@ -223,18 +223,7 @@ def _element(value: str | int | datetime | None) -> str:
     return str(value)
 
 
-_COMPLETED = (
-    "state",
-    "attempt",
-    "due_at",
-    "started_at",
-    "finished_at",
-    "heartbeat_at",
-    "worker_id",
-    "error",
-    "exit_code",
-    "result",
-)
+_COMPLETED = dispatch.COMPLETED_COLUMNS
 #: Where an attempt's history differs from the task run's new values (a retry's fields
 #: describe the attempt to come).
 _HISTORY_ONLY = ("started_at", "finished_at", "worker_id")
