@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeAlias, TypeVar
 
+from tickwork.app.backfills import BackfillService
 from tickwork.app.enqueue import MAX_ENQUEUE_BATCH, Enqueued, EnqueueItem, Enqueuer
 from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.pools import PoolService
@@ -93,6 +94,9 @@ class Services:
         self._url_guard = url_guard
         # Pools (operator settings), and the check that jobs name only existing ones.
         self.pools = PoolService(store, clock)
+        self.backfills = BackfillService(
+            store, get_job=self.get_job, clock=clock, make_id=make_id, wake=wake, cancels=cancels
+        )
         self._enqueuer = Enqueuer(
             store, broker, get_job=self.get_job, clock=clock, make_id=make_id, wake=wake
         )

@@ -86,6 +86,7 @@ class RunTrigger(StrEnum):
     CATCHUP = "catchup"  # a missed cron fire created on restart or resume (catchup=true)
     MISSED = "missed"  # a missed cron fire recorded as skipped (catchup=false)
     ENQUEUE = "enqueue"  # task-queue style: `POST /jobs/{name}/runs`; many per instant
+    BACKFILL = "backfill"  # made (or re-run) by a backfill (core/backfill.py)
 
 
 @dataclass(frozen=True, slots=True)

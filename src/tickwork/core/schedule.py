@@ -264,3 +264,31 @@ def _plan_latest(span: _Span, max_skipped: int) -> FirePlan:
         dropped=dropped,
         new_next=span.following,
     )
+
+
+# -- ranges (backfills, the ledger) ----------------------------------------------------------
+
+
+def fires_in(s: Schedule, after: datetime, until: datetime, limit: int) -> list[datetime]:
+    """A cron schedule's fires in ``(after, until]``, oldest first, at most ``limit``, within
+    its start and end bounds: the code live scheduling uses, so a backfill or the ledger
+    sees exactly the dates the scheduler would have made (DST rules included)."""
+    expr, tz = _cron_of(s)
+    end = until if s.end is None else min(until, s.end)
+    return cron.fires(expr, tz, _floor(s, after), end, limit)
+
+
+def latest_fires_in(s: Schedule, after: datetime, until: datetime, limit: int) -> list[datetime]:
+    """The newest ``limit`` fires of ``fires_in(s, after, until)``, oldest first."""
+    expr, tz = _cron_of(s)
+    end = until if s.end is None else min(until, s.end)
+    floor = _floor(s, after)
+    return cron.latest_fires(expr, tz, floor, end, limit) if floor < end else []
+
+
+def count_fires_in(s: Schedule, after: datetime, until: datetime) -> int:
+    """How many fires ``fires_in(s, after, until)`` would list, without listing them."""
+    expr, tz = _cron_of(s)
+    end = until if s.end is None else min(until, s.end)
+    floor = _floor(s, after)
+    return cron.count_fires(expr, tz, floor, end) if floor < end else 0

@@ -15,6 +15,7 @@ from tickwork.core.model import (
     TaskRun,
 )
 from tickwork.ports.auth import IdempotencyStore, KeyReceipt, TokenStore
+from tickwork.ports.backfills import BackfillStore
 from tickwork.ports.coordination import Fence, LeaseStore, PoolStore, WorkerRegistry
 from tickwork.ports.records import (
     Completion,
@@ -29,7 +30,15 @@ from tickwork.ports.records import (
 )
 
 
-class Store(TokenStore, IdempotencyStore, LeaseStore, PoolStore, WorkerRegistry, Protocol):
+class Store(
+    TokenStore,
+    IdempotencyStore,
+    LeaseStore,
+    PoolStore,
+    WorkerRegistry,
+    BackfillStore,
+    Protocol,
+):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.
 
     The writes a scheduler makes take ``fence``: with one, the write is made in full only if

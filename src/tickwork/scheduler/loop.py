@@ -24,6 +24,7 @@ from tickwork.core.runs import new_run, skipped_run
 from tickwork.core.schedule import plan_ahead
 from tickwork.hooks import Hooks
 from tickwork.ports import Broker, Delivery, Fence, Materialization, Store
+from tickwork.scheduler.backfills import BackfillDriver
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -52,6 +53,9 @@ class SchedulerConfig:
     # that workers cut off with us (a database restart, a failover) can heartbeat again
     # before their silence is taken for death. ``ha_scheduler`` uses heartbeat_timeout.
     reap_grace: float = 0.0
+    # While a backfill is running, the loop looks again at least this often (seconds), so
+    # its next runs start soon after the previous ones end (scheduler/backfills.py).
+    backfill_poll: float = 0.2
 
     def __post_init__(self) -> None:
         if self.window < 0:
@@ -113,6 +117,8 @@ class Scheduler:
         self._wakeup = asyncio.Event()
         self._reap_after = datetime.min.replace(tzinfo=UTC)
         self._last_housekeeping: datetime | None = None
+        self._backfills = BackfillDriver(store, make_id=make_id, fence=fence)
+        self._backfilling = False
 
     def wake(self) -> None:
         """Look again now (called after anything that may have created due work)."""
@@ -132,6 +138,7 @@ class Scheduler:
         """One pass: everything due at ``now`` is materialized and dispatched."""
         while await self.materialize_due(now) == self._config.batch:
             pass
+        self._backfilling = await self._backfills.step(now)
         while await self.dispatch_due(now) == self._config.batch:
             pass
         while self._config.window > 0 and await self.hand_off_ahead(now) == self._config.batch:
@@ -256,7 +263,7 @@ class Scheduler:
         )
         ahead = timedelta(seconds=self._config.horizon)
         candidates = [next_fire - ahead if next_fire else None, next_due]
-        delay = self._config.max_sleep
+        delay = self._config.backfill_poll if self._backfilling else self._config.max_sleep
         for at in candidates:
             if at is not None:
                 delay = min(delay, (at - self._clock()).total_seconds())

@@ -385,6 +385,54 @@ leases = sa.Table(
     _ts("expires_at", nullable=False),
 )
 
+# Backfills (store/backfills.py): one row per backfill, and one per date it has decided
+# (created lazily, a step at a time). ``outcome`` stays NULL while the date's run is unfinished,
+# so a step reads only the open rows of its backfill (the partial index), never all of them.
+backfills = sa.Table(
+    "backfills",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("job_id", ID, nullable=False),
+    sa.Column("job_name", NAME, nullable=False),
+    _ts("range_start", nullable=False),
+    _ts("range_end", nullable=False),
+    sa.Column("mode", sa.String(20), nullable=False),
+    sa.Column("max_active", sa.Integer, nullable=False),
+    sa.Column("chunk_size", sa.Integer, nullable=False),
+    sa.Column("reprocess", sa.String(20), nullable=False),
+    sa.Column("reverse", sa.Boolean, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("state", STATE, nullable=False),
+    sa.Column("total", sa.Integer, nullable=False),
+    _ts("cursor"),
+    sa.Column("exhausted", sa.Boolean, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("reason", sa.Text),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+    _ts("finished_at"),
+)
+sa.Index("ix_backfills_state", backfills.c.state)
+sa.Index("ix_backfills_job_id", backfills.c.job_id)
+
+backfill_runs = sa.Table(
+    "backfill_runs",
+    metadata,
+    sa.Column("backfill_id", ID, primary_key=True),
+    _ts("logical_date", primary_key=True),
+    sa.Column("run_id", ID, nullable=False),
+    sa.Column("action", sa.String(10), nullable=False),
+    sa.Column("outcome", STATE),
+    _ts("created_at", nullable=False),
+)
+sa.Index(
+    "ix_backfill_runs_open",
+    backfill_runs.c.backfill_id,
+    sqlite_where=backfill_runs.c.outcome.is_(None),
+    postgresql_where=backfill_runs.c.outcome.is_(None),
+)
+sa.Index("ix_backfill_runs_run_id", backfill_runs.c.run_id)
+
 #: Children first, so deleting in this order never trips a foreign key.
 TABLES_CHILDREN_FIRST = (
     task_logs,
@@ -399,4 +447,6 @@ TABLES_CHILDREN_FIRST = (
     workers,
     leases,
     run_keys,
+    backfill_runs,
+    backfills,
 )

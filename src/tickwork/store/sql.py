@@ -32,6 +32,7 @@ from tickwork.ports import (
 )
 from tickwork.store import dispatch, jobs, leases, logs, migrate, pg_dispatch
 from tickwork.store import runs as run_queries
+from tickwork.store.backfills import SqlBackfillMethods
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
 from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
@@ -60,7 +61,12 @@ async def open_store(url: str, *, clock: Callable[[], datetime] = _utcnow) -> Sq
 
 
 class SqlStore(
-    SqlTokenMethods, SqlIdempotencyMethods, SqlPoolMethods, SqlWorkerMethods, SqlHistoryMethods
+    SqlTokenMethods,
+    SqlIdempotencyMethods,
+    SqlPoolMethods,
+    SqlWorkerMethods,
+    SqlHistoryMethods,
+    SqlBackfillMethods,
 ):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
