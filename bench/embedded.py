@@ -68,7 +68,16 @@ def tickwork_up(workers: int) -> Iterator[Server]:
     data = Path(tempfile.mkdtemp(prefix="tickwork-bench-"))
     port = free_port()
     exe = Path(sys.executable).with_name("tickwork")
-    cmd = [str(exe), "up", "--data-dir", str(data), "--port", str(port), "--workers", str(workers)]
+    cmd = [
+        str(exe),
+        "up",
+        "--data-dir",
+        str(data),
+        "--port",
+        str(port),
+        "--concurrency",
+        str(workers),
+    ]
     log = (data / "server.log").open("w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

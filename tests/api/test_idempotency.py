@@ -16,7 +16,7 @@ from tests.helpers import FakeClock
 from tickwork.api.app import create_app
 from tickwork.api.auth import DEFAULT_IDEMPOTENCY_TTL, Security
 from tickwork.app.services import Services
-from tickwork.app.settings import EmbeddedSettings
+from tickwork.app.settings import Settings
 from tickwork.broker.memory import MemoryBroker
 from tickwork.ports import Delivery, Scope, Store
 from tickwork.serve.embedded import api_app, wire
@@ -197,7 +197,7 @@ async def test_an_overlong_key_is_422(api: httpx2.AsyncClient) -> None:
 async def test_tickwork_up_keeps_keys_for_its_configured_time(
     store: Store, admin_token: str, ttl: float, second: int
 ) -> None:
-    settings = EmbeddedSettings(idempotency_ttl=ttl)
+    settings = Settings(idempotency_ttl=ttl)
     app = api_app(wire(store, settings), settings)
     headers = {**KEY, "Authorization": f"Bearer {admin_token}"}
     transport = httpx2.ASGITransport(app=app)

@@ -42,7 +42,7 @@ class Server:
         with (self.data_dir.parent / "server.log").open("ab") as log:
             self.proc = subprocess.Popen(
                 [str(BIN / "tickwork"), "up", "--data-dir", str(self.data_dir),
-                 "--port", str(self.port), "--workers", "4"],
+                 "--port", str(self.port), "--concurrency", "4"],
                 stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir.parent,
             )  # fmt: skip
         deadline = time.monotonic() + 30

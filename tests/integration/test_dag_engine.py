@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import eventually
 from tests.integration.dag_tasks import read_ledger
-from tickwork.app.settings import EmbeddedSettings
+from tickwork.app.settings import Settings
 from tickwork.core.model import (
     Job,
     NewRun,
@@ -70,7 +70,7 @@ def dag(name: str, *tasks: Task, **job: Any) -> Job:
 
 @pytest.fixture
 async def engine(store: Store) -> AsyncIterator[Embedded]:
-    rt = wire(store, EmbeddedSettings(workers=4))
+    rt = wire(store, Settings(concurrency=4))
     capture.install()
     running = [asyncio.create_task(rt.scheduler.run()), asyncio.create_task(rt.pool.run())]
     yield rt

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import eventually, make_job, python_task, shell_task
-from tickwork.app.settings import EmbeddedSettings
+from tickwork.app.settings import Settings
 from tickwork.core.model import (
     Attempt,
     Job,
@@ -40,7 +40,7 @@ def now() -> datetime:
 
 @pytest.fixture
 async def engine(sqlite_store: Store) -> AsyncIterator[Embedded]:
-    rt = wire(sqlite_store, EmbeddedSettings(workers=4))
+    rt = wire(sqlite_store, Settings(concurrency=4))
     capture.install()
     tasks = [asyncio.create_task(rt.scheduler.run()), asyncio.create_task(rt.pool.run())]
     yield rt
@@ -203,7 +203,7 @@ async def test_orphans_of_a_previous_process_are_retried_at_start(sqlite_store: 
     )
     await sqlite_store.create_jobs([(job, [nr])])
     await sqlite_store.claim([(nr.task_runs[0].id, 1)], "previous-process", t)
-    rt = wire(sqlite_store, EmbeddedSettings(workers=1))
+    rt = wire(sqlite_store, Settings(concurrency=1))
 
     assert await recover_orphans(rt, now()) == 1
     d = await sqlite_store.get_run(nr.run.id)
@@ -237,7 +237,7 @@ def _alive(pid: int) -> bool:
 async def test_drain_hands_back_claimed_ahead_task_runs_without_an_attempt(
     sqlite_store: Store,
 ) -> None:
-    rt = wire(sqlite_store, EmbeddedSettings(workers=1))
+    rt = wire(sqlite_store, Settings(concurrency=1))
     pool = asyncio.create_task(rt.pool.run())
     try:
         busy = await submit(rt, make_job("busy", now=now(), task=shell_task("sleep", "30")))

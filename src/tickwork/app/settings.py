@@ -1,33 +1,141 @@
-"""Settings for the processes tickwork runs. Only the wiring and CLI layers read these."""
+"""The settings of every tickwork process and of the CLI, in one record.
+
+Read from, in order of precedence: command-line options, ``TICKWORK_*`` environment
+variables, a TOML file (``--config`` or ``TICKWORK_CONFIG``), the defaults below. The TOML
+keys are the field names (``database_url = "postgresql://…"``); the environment variable of
+a field is ``TICKWORK_`` plus its name in capitals (``TICKWORK_REDIS_URL``). `tickwork up`,
+`scheduler`, `worker`, `api`, `db upgrade`, `status` and the client commands all read the
+same variables and the same file; each uses the fields it needs.
+
+A new process-wide setting is one field here (with a comment saying what it is) and, if the
+command line should set it, one option on the commands that use it (``cli/``).
+Only the wiring (``serve/``) and CLI layers read these.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
+
+from tickwork.core.errors import ValidationError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+CONFIG_ENV = "TICKWORK_CONFIG"
+#: Seconds running tasks get to finish on Ctrl-C / SIGTERM when ``grace`` is not set: short
+#: for `tickwork up` (a person waits at the terminal), longer for a distributed worker.
+EMBEDDED_GRACE = 10.0
+WORKER_GRACE = 30.0
 
 
 @dataclass(frozen=True, slots=True)
-class EmbeddedSettings:
-    """`tickwork up`: scheduler, worker pool and HTTP API in one process."""
+class Settings:
+    """Every setting of every process kind (the CLI's ``url`` and ``token`` included)."""
 
-    data_dir: Path = Path(".tickwork")
+    # -- where things are
+    data_dir: Path = Path(".tickwork")  # `up`'s SQLite file and the first admin.token
+    database_url: str = ""  # "": the SQLite file in data_dir; postgresql://… in distributed mode
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_prefix: str = "tickwork"
+    # -- the client commands
+    url: str = DEFAULT_URL  # the server the client commands talk to
+    token: str = ""  # bearer token; "": the data dir's admin.token
+    # -- scheduler
+    lease_ttl: float = 10.0  # seconds a leader's lease lasts without renewal
+    window: float = 300.0  # seconds of due work handed to Redis ahead of time
+    heartbeat_timeout: float = 15.0  # a running task run silent this long is a zombie
+    retention_days: int = 0  # days of run history kept; 0: keep everything
+    partitions_ahead: int = 2  # monthly partitions created ahead of the current one
+    # -- worker (`up` runs one too)
+    queues: tuple[str, ...] = ("default",)
+    concurrency: int = os.cpu_count() or 2  # tasks run at once
+    grace: float = 0.0  # seconds running tasks get to finish on SIGTERM; 0: by process kind
+    # -- HTTP API (`up` serves one too)
     host: str = "127.0.0.1"
     port: int = 8080
-    workers: int = os.cpu_count() or 2
-    database_url: str | None = None  # default: SQLite file in data_dir
-    queues: tuple[str, ...] = ("default",)
-    #: Networks http tasks may reach although private (``TICKWORK_HTTP_ALLOW``, CIDRs).
-    http_allow: str = ""
-    #: Seconds an ``Idempotency-Key`` is remembered.
-    idempotency_ttl: float = 24 * 3600.0
-    #: Days of finished runs kept (``TICKWORK_RETENTION_DAYS``); None keeps everything.
-    retention_days: int | None = None
+    http_allow: str = ""  # private networks http tasks may reach, as CIDRs
+    idempotency_ttl: float = 24 * 3600.0  # seconds an Idempotency-Key is remembered
+
+    def __post_init__(self) -> None:
+        for name in ("retention_days", "partitions_ahead", "grace"):
+            if getattr(self, name) < 0:
+                raise ValidationError(name, f"must be 0 or more, not {getattr(self, name)}")
+        if self.concurrency < 1:
+            raise ValidationError("concurrency", f"must be 1 or more, not {self.concurrency}")
 
     @property
     def effective_database_url(self) -> str:
+        """The database of `tickwork up` (and `api --role read` beside it)."""
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'tickwork.db').resolve()}"
+
+    def grace_for(self, default: float) -> float:
+        """``grace`` when set, else ``default`` (the process kind's)."""
+        return self.grace or default
+
+    def require_database(self) -> str:
+        """The PostgreSQL URL distributed processes need, or a ValidationError saying so."""
+        if not self.database_url.startswith(("postgresql://", "postgresql+psycopg://")):
+            raise ValidationError(
+                "database_url",
+                "distributed mode needs PostgreSQL: set TICKWORK_DATABASE_URL (or "
+                f"database_url in the config file) to postgresql://…, not {self.database_url!r}",
+            )
+        return self.database_url
+
+
+_FIELDS = {f.name: f for f in fields(Settings)}
+_DEFAULTS = Settings()
+
+
+def load_settings(
+    config: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Defaults, then the TOML file, then the environment, then ``overrides`` (not None)."""
+    env = os.environ if env is None else env
+    path = config or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(_from_toml(path))
+    for name in _FIELDS:
+        raw = env.get(f"TICKWORK_{name.upper()}")
+        if raw is not None and raw != "":
+            values[name] = _convert(name, raw, f"TICKWORK_{name.upper()}")
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return replace(_DEFAULTS, **values)
+
+
+def _from_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ValidationError("config", f"cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError("config", f"{path} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise ValidationError(
+            f"config.{unknown[0]}", f"unknown setting in {path}; known: {', '.join(_FIELDS)}"
+        )
+    return {name: _convert(name, value, f"{path}: {name}") for name, value in data.items()}
+
+
+def _convert(name: str, value: Any, where: str) -> Any:
+    kind = type(getattr(_DEFAULTS, name))
+    try:
+        if kind is tuple:
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(str(item).strip() for item in items if str(item).strip())
+        if kind is bool or isinstance(value, bool):
+            raise TypeError
+        if issubclass(kind, Path):
+            return Path(value)
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValidationError(name, f"{where}: {value!r} is not a valid {kind.__name__}") from None

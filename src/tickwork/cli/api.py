@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from tickwork.app.settings import EmbeddedSettings
-from tickwork.cli.cluster import settings_of
-from tickwork.cli.common import fail, reported_errors
+from tickwork.app.settings import Settings
+from tickwork.cli.cluster import cluster_settings
+from tickwork.cli.common import fail, reported_errors, settings_of
 
-_DEFAULTS = EmbeddedSettings()
+_DEFAULTS = Settings()
 
 
 class ApiRole(StrEnum):
@@ -22,6 +21,8 @@ class ApiRole(StrEnum):
 
 
 def api(
+    ctx: typer.Context,
+    *,
     role: Annotated[
         ApiRole,
         typer.Option(
@@ -32,26 +33,23 @@ def api(
     database_url: Annotated[
         str | None,
         typer.Option(
-            envvar="TICKWORK_DATABASE_URL",
-            help="Database to read (may be a read replica) [default: the SQLite file of "
-            "TICKWORK_DATA_DIR].",
-            show_default=False,
+            help="Database to serve (may be a read replica); also TICKWORK_DATABASE_URL.",
+            show_default="the SQLite file in --data-dir",
         ),
     ] = None,
-    data_dir: Annotated[
-        Path, typer.Option(envvar="TICKWORK_DATA_DIR", help="Where `tickwork up` keeps data.")
-    ] = _DEFAULTS.data_dir,
     host: Annotated[
-        str, typer.Option(envvar="TICKWORK_HOST", help="Address the HTTP API listens on.")
-    ] = _DEFAULTS.host,
+        str | None,
+        typer.Option(help="Address the HTTP API listens on.", show_default=_DEFAULTS.host),
+    ] = None,
     port: Annotated[
-        int, typer.Option(envvar="TICKWORK_PORT", help="Port of the HTTP API.")
-    ] = _DEFAULTS.port,
+        int | None, typer.Option(help="Port of the HTTP API.", show_default=str(_DEFAULTS.port))
+    ] = None,
 ) -> None:
     """Serve the HTTP API alone: in distributed mode (PostgreSQL + Redis) any role; beside
     `tickwork up`, `--role read` for search, runs and logs over its database."""
-    if database_url and database_url.startswith("postgresql"):
-        _serve_distributed(role, database_url, host, port)
+    settings = settings_of(ctx, database_url=database_url, host=host, port=port)
+    if settings.database_url.startswith("postgresql"):
+        _serve_distributed(ctx, role, settings)
         return
     # Imported here, not at the top: every client command loads the CLI, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.
@@ -60,13 +58,14 @@ def api(
     why = refusal(role.value)
     if why is not None:
         fail(why)
-    settings = EmbeddedSettings(data_dir=data_dir, database_url=database_url)
     with reported_errors():
-        run_read_api(settings.effective_database_url, host, port)
+        run_read_api(settings.effective_database_url, settings.host, settings.port)
 
 
-def _serve_distributed(role: ApiRole, database_url: str, host: str, port: int) -> None:
-    settings = settings_of(None, database_url=database_url, host=host, port=port)
+def _serve_distributed(ctx: typer.Context, role: ApiRole, settings: Settings) -> None:
+    settings = cluster_settings(
+        ctx, database_url=settings.database_url, host=settings.host, port=settings.port
+    )
     from tickwork.serve.cluster import run_process
     from tickwork.serve.cluster_admin import serve_api
 

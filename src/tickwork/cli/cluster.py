@@ -1,7 +1,7 @@
 """Distributed mode: `tickwork scheduler`, `worker`, `status` and `db upgrade`.
 
 Configured by ``TICKWORK_*`` environment variables or a TOML file (``--config``); see
-``tickwork.app.cluster``. The server stack is imported inside each command: client commands
+``tickwork.app.settings``. The server stack is imported inside each command: client commands
 load this module too, and should not pay for it.
 """
 
@@ -9,38 +9,29 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from tickwork.app.cluster import ClusterSettings, load_settings
-from tickwork.cli.common import Output, reported_errors
-from tickwork.cli.output import print_fields, print_json, print_line, print_table, when
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        envvar="TICKWORK_CONFIG",
-        help="TOML file of settings (keys as in TICKWORK_* without the prefix, lower case).",
-        show_default=False,
-    ),
-]
+from tickwork.app.settings import WORKER_GRACE, Settings
+from tickwork.cli.common import OutputOption, reported_errors
+from tickwork.cli.options import Output, settings_of
+from tickwork.cli.output import print_data, print_fields, print_line, print_table, when
 
 db = typer.Typer(help="Database schema (distributed mode: PostgreSQL).", no_args_is_help=True)
 
 
-def settings_of(config: Path | None, **overrides: Any) -> ClusterSettings:
+def cluster_settings(ctx: typer.Context, **overrides: Any) -> Settings:
+    """The settings, checked for the PostgreSQL database distributed mode needs."""
+    settings = settings_of(ctx, **overrides)
     with reported_errors():
-        settings = load_settings(config, **overrides)
         settings.require_database()
     return settings
 
 
-def scheduler(config: ConfigOption = None) -> None:
+def scheduler(ctx: typer.Context) -> None:
     """Run a scheduler replica: replicas elect one leader; the others stand by."""
-    settings = settings_of(config)
+    settings = cluster_settings(ctx)
     from tickwork.runtime.targets import import_from_cwd
     from tickwork.serve.cluster import run_process, serve_scheduler
 
@@ -51,16 +42,24 @@ def scheduler(config: ConfigOption = None) -> None:
 
 
 def worker(
-    config: ConfigOption = None,
+    ctx: typer.Context,
     queues: Annotated[
-        str | None, typer.Option(help="Queues to take, comma-separated [default: default].")
+        str | None, typer.Option(help="Queues to take, comma-separated.", show_default="default")
     ] = None,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Tasks run at once [default: CPU count].")
+        int | None, typer.Option(min=1, help="Tasks run at once.", show_default="CPU count")
+    ] = None,
+    grace: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Seconds running tasks get to finish on SIGTERM.",
+            show_default=f"{WORKER_GRACE:.0f}",
+        ),
     ] = None,
 ) -> None:
     """Run a worker process: takes task runs from Redis, records them in PostgreSQL."""
-    settings = settings_of(config, queues=_queues(queues), concurrency=concurrency)
+    settings = cluster_settings(ctx, queues=_queues(queues), concurrency=concurrency, grace=grace)
     from tickwork.runtime.targets import import_from_cwd
     from tickwork.serve.cluster import run_process, serve_worker
 
@@ -83,39 +82,30 @@ def _queues(value: str | None) -> tuple[str, ...] | None:
 
 
 @db.command("upgrade")
-def db_upgrade(
-    config: ConfigOption = None,
-    token_dir: Annotated[
-        Path,
-        typer.Option(
-            envvar="TICKWORK_DATA_DIR",
-            help="Where the first admin token (admin.token) is written on a new database.",
-        ),
-    ] = Path(".tickwork"),
-) -> None:
-    """Migrate the database to this version's schema (safe to run again)."""
-    settings = settings_of(config)
+def db_upgrade(ctx: typer.Context) -> None:
+    """Migrate the database to this version's schema (safe to run again).
+
+    On a new database it also writes the first admin token to --data-dir's admin.token.
+    """
+    settings = cluster_settings(ctx)
     from tickwork.serve.cluster_admin import upgrade_database
 
     with reported_errors():
-        path = asyncio.run(upgrade_database(settings, token_dir))
+        path = asyncio.run(upgrade_database(settings))
     print_line("database is at the newest schema")
     if path is not None:
         print_line(f"admin token: {path} (keep it private; the CLI reads it from there)")
 
 
-def status(
-    config: ConfigOption = None,
-    output: Annotated[Output, typer.Option("--output", "-o")] = Output.TABLE,
-) -> None:
+def status(ctx: typer.Context, output: OutputOption = Output.TABLE) -> None:
     """The scheduler leader, its epoch and lease, workers, and queue depths."""
-    settings = settings_of(config)
+    settings = cluster_settings(ctx)
     from tickwork.serve.cluster_admin import cluster_status
 
     with reported_errors():
         found = asyncio.run(cluster_status(settings))
-    if output == Output.JSON:
-        print_json(_status_json(found))
+    if output in (Output.JSON, Output.YAML):
+        print_data(output, _status_json(found))
         return
     _print_status(found)
 

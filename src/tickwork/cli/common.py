@@ -1,41 +1,36 @@
-"""What every client command shares: the ``--url`` and ``-o`` options, the client seam and
-the one-line error report."""
+"""What every client command shares: the global options (``cli/options.py``), the client
+seam and the one-line error report."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
 
 import typer
 
-from tickwork.app.settings import DEFAULT_URL
+from tickwork.cli.options import (
+    DEFAULT_OUTPUT,
+    DEFAULT_URL,
+    Output,
+    OutputOption,
+    UrlOption,
+    fail,
+    settings_of,
+)
 from tickwork.core.errors import TickworkError, ValidationError
 from tickwork.sdk import ApiError, Client, ClientError
 
-
-class Output(StrEnum):
-    """How a command prints its result."""
-
-    TABLE = "table"
-    JSON = "json"
-
-
-UrlOption = Annotated[
-    str,
-    typer.Option("--url", envvar="TICKWORK_URL", help="Server URL.", show_default=True),
+__all__ = [
+    "DEFAULT_OUTPUT",
+    "DEFAULT_URL",
+    "Output",
+    "OutputOption",
+    "UrlOption",
+    "fail",
+    "settings_of",
 ]
-OutputOption = Annotated[
-    Output, typer.Option("-o", "--output", help="`table` for people, `json` for scripts.")
-]
-DEFAULT_OUTPUT = Output.TABLE
-__all__ = ["DEFAULT_URL"]
-
 
 TOKEN_ENV = "TICKWORK_TOKEN"
 DATA_DIR_ENV = "TICKWORK_DATA_DIR"
@@ -58,17 +53,13 @@ class CliDeps:
     make_client: Callable[[str, str | None], Client] = _network_client
 
 
-def find_token(given: str | None) -> str | None:
-    """The bearer token: ``--token``, else ``TICKWORK_TOKEN``, else the ``admin.token`` file
-    of the data dir (``TICKWORK_DATA_DIR``, default ``./.tickwork``) that ``tickwork up``
-    writes on its first start."""
+def find_token(given: str, data_dir: Path) -> str | None:
+    """The bearer token: ``--token`` (or ``TICKWORK_TOKEN``, or ``token`` in the config file),
+    else the ``admin.token`` file that ``tickwork up`` writes in its data dir on first start."""
     if given:
-        return given
-    if os.environ.get(TOKEN_ENV):
-        return os.environ[TOKEN_ENV].strip()
-    path = Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR) / TOKEN_FILE
+        return given.strip()
     try:
-        return path.read_text().strip() or None
+        return (data_dir / TOKEN_FILE).read_text().strip() or None
     except OSError:
         return None
 
@@ -87,18 +78,14 @@ def reported_errors() -> Iterator[None]:
 
 
 @contextmanager
-def connect(ctx: typer.Context, url: str = DEFAULT_URL) -> Iterator[Client]:
-    """A client of the server at ``url``, with failures reported as one line."""
+def connect(ctx: typer.Context, url: str | None = None) -> Iterator[Client]:
+    """A client of the server at ``url`` (default: the ``--url`` setting), with failures
+    reported as one line."""
     deps = ctx.find_object(CliDeps) or CliDeps()
-    token = find_token(ctx.meta.get("tickwork.token"))
-    with reported_errors(), deps.make_client(url, token) as client:
+    settings = settings_of(ctx)
+    token = find_token(settings.token, settings.data_dir)
+    with reported_errors(), deps.make_client(url or settings.url, token) as client:
         yield client
-
-
-def fail(message: str) -> NoReturn:
-    """Print ``error: message`` to stderr and exit with status 1."""
-    sys.stderr.write(f"error: {message}\n")
-    raise typer.Exit(1)
 
 
 def _api_message(e: ApiError) -> str:
@@ -108,6 +95,6 @@ def _api_message(e: ApiError) -> str:
     if e.status == 401:
         return (
             f"{e.message}; pass --token, set {TOKEN_ENV}, or run where `tickwork up` keeps "
-            f"its data ({DEFAULT_DATA_DIR}/{TOKEN_FILE}, or set {DATA_DIR_ENV})"
+            f"its data ({DEFAULT_DATA_DIR}/{TOKEN_FILE}, or pass --data-dir / set {DATA_DIR_ENV})"
         )
     return e.message

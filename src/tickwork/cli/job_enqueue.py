@@ -28,7 +28,8 @@ def enqueue(
     name: Annotated[str, typer.Argument(help="The job's name.")],
     *,
     params: Annotated[
-        str | None, typer.Option("--params", help="Params of each run, a JSON object.")
+        str | None,
+        typer.Option("--params", help="Params of each run, a JSON object.", show_default="{}"),
     ] = None,
     count: Annotated[
         int, typer.Option("--count", min=1, help="How many runs (each with --params).")
@@ -36,11 +37,16 @@ def enqueue(
     from_file: Annotated[
         Path | None,
         typer.Option(
-            "--from-file", help="JSON Lines: one run per line, the line its params object."
+            "--from-file",
+            help="JSON Lines: one run per line, the line its params object.",
+            show_default="none",
         ),
     ] = None,
     priority: Annotated[
-        int | None, typer.Option(min=-100, max=100, help="Priority of the runs' tasks.")
+        int | None,
+        typer.Option(
+            min=-100, max=100, help="Priority of the runs' tasks.", show_default="the job's"
+        ),
     ] = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,

@@ -19,7 +19,15 @@ from tickwork.cli.common import (
 from tickwork.cli.job_apply import apply
 from tickwork.cli.job_enqueue import enqueue
 from tickwork.cli.job_input import JobFlags, job_input
-from tickwork.cli.output import emit, print_fields, print_json, print_line, print_table, when
+from tickwork.cli.output import (
+    emit,
+    is_data,
+    print_data,
+    print_fields,
+    print_line,
+    print_table,
+    when,
+)
 from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
@@ -45,78 +53,127 @@ def add(
     ] = False,
     at: Annotated[
         str | None,
-        typer.Option(help="Run once at an ISO instant with offset.", rich_help_panel=_SCHEDULE),
+        typer.Option(
+            help="Run once at an ISO instant with offset.",
+            show_default="none",
+            rich_help_panel=_SCHEDULE,
+        ),
     ] = None,
     allow_past: Annotated[
         bool,
         typer.Option("--allow-past", help="Accept an --at in the past.", rich_help_panel=_SCHEDULE),
     ] = False,
     cron: Annotated[
-        str | None, typer.Option(help="Cron expression (5 fields).", rich_help_panel=_SCHEDULE)
+        str | None,
+        typer.Option(
+            help="Cron expression (5 fields).", show_default="none", rich_help_panel=_SCHEDULE
+        ),
     ] = None,
     tz: Annotated[
         str | None,
-        typer.Option(help="IANA zone for --cron [default: UTC].", rich_help_panel=_SCHEDULE),
+        typer.Option(help="IANA zone for --cron.", show_default="UTC", rich_help_panel=_SCHEDULE),
     ] = None,
     catchup: Annotated[
         bool | None,
         typer.Option(
-            "--catchup/--no-catchup", help="Run every missed cron fire.", rich_help_panel=_SCHEDULE
+            "--catchup/--no-catchup",
+            help="Run every missed cron fire.",
+            show_default="no catch-up",
+            rich_help_panel=_SCHEDULE,
         ),
     ] = None,
     start: Annotated[
         str | None,
-        typer.Option(help="No cron fire before this ISO instant.", rich_help_panel=_SCHEDULE),
+        typer.Option(
+            help="No cron fire before this ISO instant.",
+            show_default="none",
+            rich_help_panel=_SCHEDULE,
+        ),
     ] = None,
     end: Annotated[
         str | None,
-        typer.Option(help="No cron fire after this ISO instant.", rich_help_panel=_SCHEDULE),
+        typer.Option(
+            help="No cron fire after this ISO instant.",
+            show_default="none",
+            rich_help_panel=_SCHEDULE,
+        ),
     ] = None,
     shell: Annotated[
         bool,
         typer.Option("--shell", help="Run the command through /bin/sh.", rich_help_panel=_TASK),
     ] = False,
     env: Annotated[
-        list[str] | None, typer.Option(help="K=V for the command (repeat).", rich_help_panel=_TASK)
+        list[str] | None,
+        typer.Option(
+            help="K=V for the command (repeat).", show_default="none", rich_help_panel=_TASK
+        ),
     ] = None,
     cwd: Annotated[
-        str | None, typer.Option(help="Working directory of the command.", rich_help_panel=_TASK)
+        str | None,
+        typer.Option(
+            help="Working directory of the command.",
+            show_default="the worker's",
+            rich_help_panel=_TASK,
+        ),
     ] = None,
     http: Annotated[
         tuple[str, str] | None,
-        typer.Option(metavar="METHOD URL", help="Call a URL.", rich_help_panel=_TASK),
+        typer.Option(
+            metavar="METHOD URL", help="Call a URL.", show_default="none", rich_help_panel=_TASK
+        ),
     ] = None,
     header: Annotated[
-        list[str] | None, typer.Option(help="'Name: value' (repeat).", rich_help_panel=_TASK)
+        list[str] | None,
+        typer.Option(help="'Name: value' (repeat).", show_default="none", rich_help_panel=_TASK),
     ] = None,
-    body: Annotated[str | None, typer.Option(help="Request body.", rich_help_panel=_TASK)] = None,
+    body: Annotated[
+        str | None, typer.Option(help="Request body.", show_default="none", rich_help_panel=_TASK)
+    ] = None,
     python: Annotated[
         str | None,
-        typer.Option(metavar="MODULE:FUNC", help="Call a function.", rich_help_panel=_TASK),
+        typer.Option(
+            metavar="MODULE:FUNC",
+            help="Call a function.",
+            show_default="none",
+            rich_help_panel=_TASK,
+        ),
     ] = None,
     args: Annotated[
         str | None,
         typer.Option(
-            metavar="JSON", help="Keyword arguments as a JSON object.", rich_help_panel=_TASK
+            metavar="JSON",
+            help="Keyword arguments as a JSON object.",
+            show_default="{}",
+            rich_help_panel=_TASK,
         ),
     ] = None,
     retries: Annotated[
-        int | None, typer.Option(help="Retries after a failure.", rich_help_panel=_POLICY)
+        int | None,
+        typer.Option(help="Retries after a failure.", show_default="0", rich_help_panel=_POLICY),
     ] = None,
     backoff: Annotated[
-        float | None, typer.Option(help="Seconds before the first retry.", rich_help_panel=_POLICY)
+        float | None,
+        typer.Option(
+            help="Seconds before the first retry.", show_default="1", rich_help_panel=_POLICY
+        ),
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option(help="Seconds an attempt may run.", rich_help_panel=_POLICY)
+        float | None,
+        typer.Option(
+            help="Seconds an attempt may run.", show_default="no limit", rich_help_panel=_POLICY
+        ),
     ] = None,
     queue: Annotated[
-        str | None, typer.Option(help="Worker queue [default: default].", rich_help_panel=_POLICY)
+        str | None,
+        typer.Option(help="Worker queue.", show_default="default", rich_help_panel=_POLICY),
     ] = None,
     priority: Annotated[
-        int | None, typer.Option(help="Higher runs first [default: 0].", rich_help_panel=_POLICY)
+        int | None,
+        typer.Option(help="Higher runs first.", show_default="0", rich_help_panel=_POLICY),
     ] = None,
     tag: Annotated[
-        list[str] | None, typer.Option(help="A tag (repeat).", rich_help_panel=_POLICY)
+        list[str] | None,
+        typer.Option(help="A tag (repeat).", show_default="none", rich_help_panel=_POLICY),
     ] = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,
@@ -150,8 +207,8 @@ def list_jobs(
     """List jobs by name."""
     with connect(ctx, url) as client:
         page = client.list_jobs(limit=limit)
-    if output is output.JSON:
-        print_json(page)
+    if is_data(output):
+        print_data(output, page)
         return
     rows = [
         (j["name"], describe_schedule(j["schedule"]), _summarize_tasks(j["tasks"]),
@@ -172,8 +229,8 @@ def show(
     with connect(ctx, url) as client:
         job = client.get_job(name)
         fires = client.upcoming(name, 3)["fires"] if output is Output.TABLE else []
-    if output is output.JSON:
-        print_json(job)
+    if is_data(output):
+        print_data(output, job)
         return
     print_fields(
         {
@@ -206,7 +263,7 @@ def trigger(
     ctx: typer.Context,
     name: NameArg,
     logical_date: Annotated[
-        str | None, typer.Option(help="ISO instant the run is for [default: now].")
+        str | None, typer.Option(help="ISO instant the run is for.", show_default="now")
     ] = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,

@@ -1,4 +1,4 @@
-"""Printing results: rich tables for people, JSON for scripts."""
+"""Printing results: rich tables for people, JSON or YAML for scripts."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -27,10 +28,23 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def emit(output: str, data: Any, line: str) -> None:
-    """The result of a command: ``data`` as JSON when ``-o json``, else one line for people."""
-    if output == "json":
+def is_data(output: str) -> bool:
+    """Whether ``-o`` asks for data (json, yaml) rather than text for people."""
+    return output in ("json", "yaml")
+
+
+def print_data(output: str, data: Any) -> None:
+    """``data`` as JSON (``-o json``) or YAML (``-o yaml``), the API's field names as-is."""
+    if output == "yaml":
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    else:
         print_json(data)
+
+
+def emit(output: str, data: Any, line: str) -> None:
+    """The result of a command: ``data`` for ``-o json|yaml``, else one line for people."""
+    if is_data(output):
+        print_data(output, data)
     else:
         print_line(line)
 

@@ -17,7 +17,7 @@ from tickwork.cli.common import (
     UrlOption,
     connect,
 )
-from tickwork.cli.output import emit, print_json, print_table
+from tickwork.cli.output import emit, is_data, print_data, print_table
 
 app = typer.Typer(help="Create, resize, list and delete pools.", no_args_is_help=True)
 
@@ -31,7 +31,7 @@ def set_pool(
     *,
     slots: Annotated[int, typer.Option("--slots", help="Slots tasks may hold at once.")],
     description: Annotated[
-        str | None, typer.Option(help="What the pool guards [default: kept as it is].")
+        str | None, typer.Option(help="What the pool guards.", show_default="kept as it is")
     ] = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,
@@ -52,8 +52,8 @@ def list_pools(
     """List pools with the slots in use."""
     with connect(ctx, url) as client:
         pools = client.list_pools()
-    if output is output.JSON:
-        print_json(pools)
+    if is_data(output):
+        print_data(output, pools)
         return
     rows = [(p["name"], p["slots"], p["used"], p["description"] or None) for p in pools]
     print_table(("name", "slots", "used", "description"), rows, empty="no pools")

@@ -16,7 +16,7 @@ from tickwork.cli.common import (
     UrlOption,
     connect,
 )
-from tickwork.cli.output import emit, print_fields, print_json, print_table, when
+from tickwork.cli.output import emit, is_data, print_data, print_fields, print_table, when
 from tickwork.core.errors import ValidationError
 from tickwork.sdk import Client, LogChunk, RunDetail, TaskRunInfo
 
@@ -24,7 +24,8 @@ app = typer.Typer(help="Inspect and control runs.", no_args_is_help=True)
 
 RunArg = Annotated[str, typer.Argument(help="The run's id.")]
 TaskOption = Annotated[
-    str | None, typer.Option("--task", help="Only this task of the run (its name).")
+    str | None,
+    typer.Option("--task", help="Only this task of the run (its name).", show_default="all"),
 ]
 POLL_INTERVAL = 0.5  # seconds between log polls with --follow
 
@@ -33,9 +34,13 @@ POLL_INTERVAL = 0.5  # seconds between log polls with --follow
 def list_runs(
     ctx: typer.Context,
     *,
-    job: Annotated[str | None, typer.Option(help="Only this job's runs.")] = None,
+    job: Annotated[
+        str | None,
+        typer.Option(help="Only this job's runs (a deleted job's too).", show_default="all"),
+    ] = None,
     state: Annotated[
-        str | None, typer.Option(help="A run state, or `dead` for dead-lettered runs.")
+        str | None,
+        typer.Option(help="A run state, or `dead` for dead-lettered runs.", show_default="all"),
     ] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs.")] = 50,
     url: UrlOption = DEFAULT_URL,
@@ -44,8 +49,8 @@ def list_runs(
     """List runs, newest first."""
     with connect(ctx, url) as client:
         page = client.list_runs(job=job, state=state, limit=limit)
-    if output == "json":
-        print_json(page)
+    if is_data(output):
+        print_data(output, page)
         return
     rows = [
         (r["id"], r["job_name"], when(r["logical_date"]), r["state"], r["trigger"],
@@ -66,8 +71,8 @@ def show(
     """Show a run with its tasks and attempts."""
     with connect(ctx, url) as client:
         run = client.get_run(run_id)
-    if output == "json":
-        print_json(run)
+    if is_data(output):
+        print_data(output, run)
     else:
         _print_run(run)
 
@@ -79,7 +84,9 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing until the run finishes.")
     ] = False,
-    task: Annotated[str | None, typer.Option(help="Task name (multi-task runs).")] = None,
+    task: Annotated[
+        str | None, typer.Option(help="Task name (multi-task runs).", show_default="all")
+    ] = None,
     url: UrlOption = DEFAULT_URL,
 ) -> None:
     """Print a run's captured output (stdout to stdout; stderr and notes to stderr)."""

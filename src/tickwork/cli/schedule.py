@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import typer
 
 from tickwork.cli.common import DEFAULT_OUTPUT, OutputOption, reported_errors
-from tickwork.cli.output import print_json, print_table
+from tickwork.cli.output import is_data, print_data, print_table
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import Schedule, ScheduleKind
 from tickwork.core.schedule import upcoming, validate_schedule
@@ -23,7 +23,7 @@ def preview(
     tz: Annotated[str, typer.Option(help="IANA zone the expression is read in.")] = "UTC",
     count: Annotated[int, typer.Option(min=1, max=1000, help="How many fire times.")] = 10,
     from_: Annotated[
-        str | None, typer.Option("--from", help="ISO instant to start after [default: now].")
+        str | None, typer.Option("--from", help="ISO instant to start after.", show_default="now")
     ] = None,
     output: OutputOption = DEFAULT_OUTPUT,
 ) -> None:
@@ -33,9 +33,9 @@ def preview(
         schedule = Schedule(kind=ScheduleKind.CRON, cron=expr, timezone=tz)
         fires = upcoming(validate_schedule(schedule, after), after, count)
     zone = ZoneInfo(tz)
-    if output == "json":
+    if is_data(output):
         items = [{"utc": _iso(f), "local": f.astimezone(zone).isoformat()} for f in fires]
-        print_json({"timezone": tz, "fires": items})
+        print_data(output, {"timezone": tz, "fires": items})
         return
     rows = [
         (i, f.astimezone(zone).strftime("%a %Y-%m-%d %H:%M %Z"), _iso(f))

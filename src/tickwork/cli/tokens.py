@@ -9,30 +9,17 @@ from typing import Annotated
 import typer
 
 from tickwork.cli.common import DEFAULT_OUTPUT, DEFAULT_URL, OutputOption, UrlOption, connect
-from tickwork.cli.output import print_json, print_table, when
+from tickwork.cli.output import is_data, print_data, print_table, when
 
-app = typer.Typer(help="Create, list and revoke API tokens (needs an admin token).")
+app = typer.Typer(
+    help="Create, list and revoke API tokens (needs an admin token).", no_args_is_help=True
+)
 
 
 class ScopeChoice(StrEnum):
     READ = "read"
     WRITE = "write"
     ADMIN = "admin"
-
-
-def token_option(
-    ctx: typer.Context,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            help="Bearer token (default: $TICKWORK_TOKEN, else ./.tickwork/admin.token).",
-            show_default=False,
-        ),
-    ] = None,
-) -> None:
-    """Run jobs now, at an instant, or on a cron schedule."""
-    ctx.meta["tickwork.token"] = token
 
 
 @app.command("create")
@@ -46,8 +33,8 @@ def create(
     """Create a token and print its secret (shown this once)."""
     with connect(ctx, url) as client:
         created = client.create_token(name, scope.value)
-    if output is output.JSON:
-        print_json(created)
+    if is_data(output):
+        print_data(output, created)
         return
     sys.stdout.write(created["secret"] + "\n")
     sys.stderr.write(
@@ -63,8 +50,8 @@ def list_tokens(
     """List tokens (never their secrets)."""
     with connect(ctx, url) as client:
         tokens = client.list_tokens()
-    if output is output.JSON:
-        print_json(tokens)
+    if is_data(output):
+        print_data(output, tokens)
         return
     rows = [
         (t["id"], t["name"], t["scope"], when(t["created_at"]), when(t["last_used_at"]),
@@ -85,7 +72,7 @@ def revoke(
     """Revoke a token; it stops working within about a second."""
     with connect(ctx, url) as client:
         revoked = client.revoke_token(token)
-    if output is output.JSON:
-        print_json(revoked)
+    if is_data(output):
+        print_data(output, revoked)
         return
     sys.stdout.write(f"revoked token {revoked['id']} ({revoked['name']})\n")

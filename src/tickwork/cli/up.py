@@ -2,56 +2,72 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from tickwork.app.settings import EmbeddedSettings
-from tickwork.cli.common import reported_errors
+from tickwork.app.settings import EMBEDDED_GRACE, Settings
+from tickwork.cli.common import reported_errors, settings_of
 
-_DEFAULTS = EmbeddedSettings()
+_DEFAULTS = Settings()
+
+HostOption = Annotated[
+    str | None,
+    typer.Option(help="Address the HTTP API listens on.", show_default=_DEFAULTS.host),
+]
+PortOption = Annotated[
+    int | None, typer.Option(help="Port of the HTTP API.", show_default=str(_DEFAULTS.port))
+]
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option("--concurrency", min=1, help="Tasks run at once.", show_default="CPU count"),
+]
+HttpAllowOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Private networks http tasks may call, as CIDRs: 127.0.0.0/8,10.0.0.0/8.",
+        show_default="none",
+    ),
+]
 
 
 def up(
-    data_dir: Annotated[
-        Path,
-        typer.Option(
-            envvar="TICKWORK_DATA_DIR",
-            help="Where the SQLite database and the first admin token (admin.token) live.",
-        ),
-    ] = _DEFAULTS.data_dir,
-    host: Annotated[str, typer.Option(help="Address the HTTP API listens on.")] = _DEFAULTS.host,
-    port: Annotated[int, typer.Option(help="Port of the HTTP API.")] = _DEFAULTS.port,
-    workers: Annotated[
-        int, typer.Option(min=1, help="Tasks run at once [default: CPU count].", show_default=False)
-    ] = _DEFAULTS.workers,
-    http_allow: Annotated[
-        str,
-        typer.Option(
-            envvar="TICKWORK_HTTP_ALLOW",
-            help="Private networks http tasks may call, as CIDRs: 127.0.0.0/8,10.0.0.0/8.",
-        ),
-    ] = _DEFAULTS.http_allow,
+    ctx: typer.Context,
     *,
+    host: HostOption = None,
+    port: PortOption = None,
+    concurrency: ConcurrencyOption = None,
+    http_allow: HttpAllowOption = None,
     retention_days: Annotated[
         int | None,
         typer.Option(
-            envvar="TICKWORK_RETENTION_DAYS",
-            min=1,
-            help="Delete finished runs older than this many days [default: keep everything].",
-            show_default=False,
+            min=0,
+            help="Delete finished runs older than this many days (0 keeps everything).",
+            show_default="0",
         ),
-    ] = _DEFAULTS.retention_days,
+    ] = None,
+    grace: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Seconds running tasks get to finish on Ctrl-C or SIGTERM.",
+            show_default=f"{EMBEDDED_GRACE:.0f}",
+        ),
+    ] = None,
 ) -> None:
-    """Start tickwork: scheduler, workers and HTTP API in one process (Ctrl-C stops it)."""
-    settings = EmbeddedSettings(
-        data_dir=data_dir,
+    """Start tickwork: scheduler, workers and HTTP API in one process (Ctrl-C stops it).
+
+    Its data lives in --data-dir; every option also reads its TICKWORK_* variable and the
+    config file.
+    """
+    settings = settings_of(
+        ctx,
         host=host,
         port=port,
-        workers=workers,
+        concurrency=concurrency,
         http_allow=http_allow,
         retention_days=retention_days,
+        grace=grace,
     )
     # Imported here, not at the top: every client command loads this module, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.

@@ -1,1 +1,1 @@
-"""Security adapters: the SSRF guard of http tasks, and token secrets."""
+"""Security adapters: the SSRF guard of http tasks and callbacks (``ssrf.py``)."""

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from tickwork.app.cluster import ClusterSettings
+from tickwork.app.settings import WORKER_GRACE, Settings
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_signals import RedisCancelSignals
 from tickwork.core.errors import StoreUnavailable
@@ -47,11 +47,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-async def open_cluster_store(settings: ClusterSettings) -> SqlStore:
+async def open_cluster_store(settings: Settings) -> SqlStore:
     return await open_store(settings.require_database())
 
 
-def guard_of(settings: ClusterSettings) -> UrlGuard:
+def guard_of(settings: Settings) -> UrlGuard:
     try:
         return UrlGuard(parse_allow(settings.http_allow))
     except ValueError as exc:
@@ -89,7 +89,7 @@ async def until_stopped(stop: asyncio.Event, work: asyncio.Task[None]) -> None:
 
 
 def scheduler_replica(
-    settings: ClusterSettings, store: SqlStore, broker: RedisStreamsBroker, hooks: Hooks
+    settings: Settings, store: SqlStore, broker: RedisStreamsBroker, hooks: Hooks
 ) -> HAScheduler:
     config = SchedulerConfig(
         window=settings.window,
@@ -124,7 +124,7 @@ async def keep_campaigning(replica: HAScheduler) -> None:
         await asyncio.sleep(RESTART_DELAY)
 
 
-async def serve_scheduler(settings: ClusterSettings, stop: asyncio.Event) -> None:
+async def serve_scheduler(settings: Settings, stop: asyncio.Event) -> None:
     store = await open_cluster_store(settings)
     broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
     callback_errors = CallbackErrorLog(store, utcnow)
@@ -154,7 +154,7 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
-async def serve_worker(settings: ClusterSettings, stop: asyncio.Event) -> None:
+async def serve_worker(settings: Settings, stop: asyncio.Event) -> None:
     wid = worker_id()
     store = await open_cluster_store(settings)
     broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix, consumer=wid)
@@ -184,7 +184,7 @@ async def serve_worker(settings: ClusterSettings, stop: asyncio.Event) -> None:
     try:
         await until_stopped(stop, work)
     finally:
-        await pool.drain(settings.grace)
+        await pool.drain(settings.grace_for(WORKER_GRACE))
         for task in (work, beats):
             task.cancel()
         await asyncio.gather(work, beats, return_exceptions=True)
@@ -199,7 +199,7 @@ async def serve_worker(settings: ClusterSettings, stop: asyncio.Event) -> None:
         await store.close()
 
 
-def _info(wid: str, settings: ClusterSettings) -> WorkerInfo:
+def _info(wid: str, settings: Settings) -> WorkerInfo:
     now = utcnow()
     return WorkerInfo(
         id=wid,

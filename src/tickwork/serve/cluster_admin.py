@@ -12,8 +12,8 @@ import uvicorn
 
 from tickwork.api.app import Role, create_app
 from tickwork.api.auth import Security
-from tickwork.app.cluster import ClusterSettings
 from tickwork.app.services import Services
+from tickwork.app.settings import Settings
 from tickwork.app.tokens import TokenService
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_signals import RedisCancelSignals
@@ -27,7 +27,7 @@ WORKER_LOST_AFTER = timedelta(seconds=15)
 WORKER_FORGET_AFTER = timedelta(days=1)
 
 
-async def serve_api(settings: ClusterSettings, role: Role, stop: asyncio.Event) -> None:
+async def serve_api(settings: Settings, role: Role, stop: asyncio.Event) -> None:
     """The HTTP API over PostgreSQL; `now` runs and cancels go straight to Redis."""
     store = await open_cluster_store(settings)
     broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
@@ -59,13 +59,13 @@ async def serve_api(settings: ClusterSettings, role: Role, stop: asyncio.Event) 
         await store.close()
 
 
-async def upgrade_database(settings: ClusterSettings, token_dir: Path) -> Path | None:
+async def upgrade_database(settings: Settings) -> Path | None:
     """Migrate to the newest schema; on a database without tokens, create the first admin
-    token in ``token_dir/admin.token`` (0600) and return its path."""
+    token in ``data_dir/admin.token`` (0600) and return its path."""
     store = await open_cluster_store(settings)
     try:
         await store.migrate()
-        return await TokenService(store, utcnow).bootstrap(token_dir)
+        return await TokenService(store, utcnow).bootstrap(settings.data_dir)
     finally:
         await store.close()
 
@@ -80,7 +80,7 @@ class ClusterStatus:
     broker_error: str | None = None
 
 
-async def cluster_status(settings: ClusterSettings) -> ClusterStatus:
+async def cluster_status(settings: Settings) -> ClusterStatus:
     store = await open_cluster_store(settings)
     broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
     try:

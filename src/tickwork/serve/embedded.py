@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from tickwork.api.app import create_app
 from tickwork.api.auth import Security
 from tickwork.app.services import Services
-from tickwork.app.settings import EmbeddedSettings
+from tickwork.app.settings import EMBEDDED_GRACE, Settings
 from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
 from tickwork.broker.signals import MemoryCancelSignals
@@ -44,8 +44,6 @@ log = logging.getLogger("tickwork")
 
 HOOKS_GRACE = 5.0  # seconds callbacks still running at shutdown get to finish
 
-DRAIN_GRACE = 10.0  # seconds running tasks get to finish on Ctrl-C / SIGTERM
-
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -59,7 +57,7 @@ class BadSetting(TickworkError):
     """A setting (option or environment variable) tickwork cannot use."""
 
 
-def url_guard(settings: EmbeddedSettings) -> UrlGuard:
+def url_guard(settings: Settings) -> UrlGuard:
     """The SSRF guard of http tasks, opened to the networks in ``http_allow``."""
     try:
         return UrlGuard(parse_allow(settings.http_allow))
@@ -120,7 +118,7 @@ class Embedded:
 
 def wire(
     store: Store,
-    settings: EmbeddedSettings,
+    settings: Settings,
     *,
     clock: Callable[[], datetime] = utcnow,
     runners: Mapping[TaskKind, Runner] | None = None,
@@ -142,7 +140,7 @@ def wire(
         PoolConfig(
             worker_id=f"{socket.gethostname()}:{os.getpid()}",
             queues=settings.queues,
-            concurrency=settings.workers,
+            concurrency=settings.concurrency,
             # The only pool: claiming ahead can keep no other worker waiting here.
             expected_duration=0.05,
         ),
@@ -160,7 +158,7 @@ def wire(
     )
 
 
-def api_app(rt: Embedded, settings: EmbeddedSettings) -> FastAPI:
+def api_app(rt: Embedded, settings: Settings) -> FastAPI:
     """The HTTP API over the runtime's services; idempotency keys live ``idempotency_ttl``."""
     ttl = timedelta(seconds=settings.idempotency_ttl)
     return create_app(rt.services, security=Security.over(rt.services, idempotency_ttl=ttl))
@@ -184,7 +182,7 @@ async def recover_orphans(rt: Embedded, now: datetime) -> int:
     return total
 
 
-async def bootstrap_token(store: Store, settings: EmbeddedSettings) -> None:
+async def bootstrap_token(store: Store, settings: Settings) -> None:
     """First start: create an admin token in ``<data_dir>/admin.token`` (0600) and say where."""
     path = await TokenService(store, utcnow).bootstrap(settings.data_dir)
     if path is not None:
@@ -193,7 +191,7 @@ async def bootstrap_token(store: Store, settings: EmbeddedSettings) -> None:
         log.info("no %s/admin.token: use a token you created (TICKWORK_TOKEN)", settings.data_dir)
 
 
-async def serve_embedded(settings: EmbeddedSettings) -> None:
+async def serve_embedded(settings: Settings) -> None:
     """Run everything until SIGINT/SIGTERM, then drain running tasks and stop."""
     with lock_data_dir(settings.data_dir):
         store = await open_store(settings.effective_database_url)
@@ -206,7 +204,7 @@ async def serve_embedded(settings: EmbeddedSettings) -> None:
             await store.close()
 
 
-async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
+async def _serve(rt: Embedded, settings: Settings) -> None:
     orphans = await recover_orphans(rt, utcnow())
     if orphans:
         log.warning("recovered %d task run(s) left running by a previous process", orphans)
@@ -223,7 +221,7 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
         asyncio.create_task(rt.scheduler.run(), name="scheduler"),
         asyncio.create_task(rt.pool.run(), name="worker-pool"),
         asyncio.create_task(
-            maintain_history(rt.store, utcnow, HistoryConfig(settings.retention_days)),
+            maintain_history(rt.store, utcnow, HistoryConfig(settings.retention_days or None)),
             name="history",
         ),
     }
@@ -234,12 +232,12 @@ async def _serve(rt: Embedded, settings: EmbeddedSettings) -> None:
         settings.host,
         settings.port,
         settings.data_dir,
-        settings.workers,
+        settings.concurrency,
     )
     try:
         await server.serve()
     finally:
-        await rt.pool.drain(DRAIN_GRACE)
+        await rt.pool.drain(settings.grace_for(EMBEDDED_GRACE))
         await rt.hooks.close(HOOKS_GRACE)
         await rt.callback_errors.flush(HOOKS_GRACE)
         for task in background:
@@ -262,7 +260,7 @@ def _stop_on_crash(task: asyncio.Task[None], server: uvicorn.Server) -> None:
     server.should_exit = True
 
 
-def run_embedded(settings: EmbeddedSettings) -> None:
+def run_embedded(settings: Settings) -> None:
     """Blocking entry point of `tickwork up`."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -1,4 +1,4 @@
-"""Distributed settings: defaults < TOML file < environment < command-line options."""
+"""Settings of every process: defaults < TOML file < environment < command-line options."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tickwork.app.cluster import ClusterSettings, load_settings
+from tickwork.app.settings import Settings, load_settings
 from tickwork.core.errors import ValidationError
 
 
@@ -62,8 +62,8 @@ def test_a_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_distributed_mode_refuses_a_database_that_is_not_postgresql() -> None:
     with pytest.raises(ValidationError, match="needs PostgreSQL"):
-        ClusterSettings(database_url="sqlite:///x.db").require_database()
-    assert ClusterSettings(database_url="postgresql://h/db").require_database()
+        Settings(database_url="sqlite:///x.db").require_database()
+    assert Settings(database_url="postgresql://h/db").require_database()
 
 
 def test_retention_keeps_everything_by_default_and_refuses_negative_days() -> None:
