@@ -17,4 +17,14 @@ if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping
       --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
   fi
 fi
+# etcd and ZooKeeper: the tests start private servers from these binaries (tests/coord_servers.py).
+missing=()
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+[ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing+=(zookeeper)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "services: installing ${missing[*]}"
+  apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q "${missing[@]}" >/dev/null 2>&1; } \
+    || echo "services: could not install ${missing[*]}"
+fi
 exit 0

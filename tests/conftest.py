@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from tests.coord_servers import PrivateEtcd, PrivateZooKeeper
 from tests.pg import PostgresServer, create_database, drop_database, provide_postgres
 from tests.redis_server import PrivateRedis, answers, shared_url
 from tickwork.store import SqlStore, open_store
@@ -176,3 +177,21 @@ def private_redis() -> Iterator[PrivateRedis]:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for reason in _postgres_unavailable:
         terminalreporter.write_sep("!", f"PostgreSQL tests SKIPPED: {reason}", red=True, bold=True)
+
+
+@pytest.fixture(scope="session")
+def etcd_server() -> Iterator[PrivateEtcd]:
+    """An etcd of this test session (private, on free ports); tests use a key prefix each."""
+    server = PrivateEtcd()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[PrivateZooKeeper]:
+    """A ZooKeeper of this test session (private, on free ports); tests use a root each."""
+    server = PrivateZooKeeper()
+    server.start()
+    yield server
+    server.close()

@@ -16,6 +16,7 @@ from tickwork.core.model import RunState, TaskRunState
 from tickwork.ports import Fence, Fenced, Lease, Materialization
 from tickwork.store import SqlStore, open_store
 from tickwork.store.engine import create_engines
+from tickwork.store.fences import hold as hold_fence_row
 from tickwork.store.leases import hold_fence
 
 NAME = "scheduler"
@@ -40,9 +41,20 @@ async def _taken_over(store: SqlStore) -> Epochs:
     return Epochs(old.fence, new.fence)
 
 
-@pytest.fixture
-async def epochs(store: SqlStore) -> AsyncIterator[Epochs]:
-    yield await _taken_over(store)
+async def _external_taken_over(store: SqlStore) -> Epochs:
+    """Tokens from a lease held outside the database (etcd, ZooKeeper): the store learns of
+    the new leader when it checks in, as ``LeaderElection`` does on taking over."""
+    old, new = Fence(NAME, 41, external=True), Fence(NAME, 57, external=True)
+    await store.check_fence(old)
+    await store.check_fence(new)
+    return Epochs(old, new)
+
+
+@pytest.fixture(params=["lease", "external"])
+async def epochs(request: pytest.FixtureRequest, store: SqlStore) -> AsyncIterator[Epochs]:
+    """The two leaders' fences: from the database's own lease, or from an external one."""
+    take_over = _taken_over if request.param == "lease" else _external_taken_over
+    yield await take_over(store)
 
 
 async def _cron_item(store: SqlStore) -> Materialization:
@@ -141,6 +153,43 @@ async def test_unique_logical_date_still_stops_a_second_materialization(
     assert [(r.logical_date, r.state) for r in runs] == [(T0, RunState.QUEUED)]
 
 
+async def test_external_fence_row_keeps_the_highest_token_and_refuses_lower_ones(
+    store: SqlStore,
+) -> None:
+    nothing = [("no-such-task-run", 1)]
+    first = Fence(NAME, 7, external=True)
+    # No row yet: the first token any write carries is taken as the highest, and kept.
+    assert await store.mark_queued(nothing, at(0), fence=first) == []
+    assert await store.mark_queued(nothing, at(0), fence=first) == []
+    await store.check_fence(Fence(NAME, 9, external=True))
+    for stale in (first, Fence(NAME, 8, external=True)):
+        with pytest.raises(Fenced) as refused:
+            await store.check_fence(stale)
+        assert refused.value.fence == stale
+        with pytest.raises(Fenced):
+            await store.mark_queued(nothing, at(0), fence=stale)
+    # Rows are per lease name, and apart from the database's own lease of that name.
+    await store.check_fence(Fence("other", 1, external=True))
+    with pytest.raises(Fenced):
+        await store.check_fence(Fence(NAME, 9))
+
+
+async def test_stale_external_fence_writes_until_the_new_leader_checks_in(
+    store: SqlStore,
+) -> None:
+    # Why LeaderElection checks a new external lease in before it schedules: the store
+    # knows a token is stale only once it has seen a higher one.
+    job = make_job("j")
+    run = make_run(job, at(0))
+    await store.create_jobs([(job, [run])])
+    old, new = Fence(NAME, 3, external=True), Fence(NAME, 4, external=True)
+    assert len(await store.mark_queued([key(run.task_runs[0])], at(1), fence=old)) == 1
+    await store.check_fence(new)
+    with pytest.raises(Fenced):
+        await store.requeue([key(run.task_runs[0])], at(2), fence=old)
+    assert await store.requeue([key(run.task_runs[0])], at(2), fence=new) == 1
+
+
 def _waiting_for_a_lock(url: str) -> bool:
     engines = create_engines(url)
     try:
@@ -178,6 +227,29 @@ async def test_postgres_takeover_waits_for_a_fenced_write_in_flight(pg_url: str)
             assert not takeover.done()  # it cannot commit before the fenced write has
         taken = await takeover
         assert taken is not None and taken.token == lease.token + 1
+    finally:
+        engines.dispose()
+        await leader.close()
+        await rival.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_new_external_token_waits_for_an_older_write_in_flight(
+    pg_url: str,
+) -> None:
+    leader, rival = await open_store(pg_url), await open_store(pg_url)
+    engines = create_engines(pg_url)
+    old, new = Fence(NAME, 10, external=True), Fence(NAME, 11, external=True)
+    try:
+        await leader.truncate_all()
+        with engines.write.connect() as conn, conn.begin():
+            hold_fence_row(conn, old, datetime.now(UTC))  # the old leader's write, in flight
+            takeover = asyncio.create_task(rival.check_fence(new))
+            await eventually(lambda: asyncio.to_thread(_waiting_for_a_lock, pg_url), bool)
+            assert not takeover.done()  # the new token waits until the old write has ended
+        await takeover
+        with pytest.raises(Fenced):
+            await leader.check_fence(old)
     finally:
         engines.dispose()
         await leader.close()

@@ -40,6 +40,9 @@ class Settings:
     database_url: str = ""  # "": the SQLite file in data_dir; postgresql://… in distributed mode
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "tickwork"
+    # etcd://host:2379[,…][/prefix] or zookeeper://host:2181[,…]/root: where the scheduler
+    # lease is held; "": in PostgreSQL (docs/distributed.md)
+    coordination_url: str = ""
     # -- the client commands
     url: str = DEFAULT_URL  # the server the client commands talk to
     token: str = ""  # bearer token; "": the data dir's admin.token

@@ -37,3 +37,8 @@ class Conflict(TickworkError):
 class StoreUnavailable(TickworkError):
     """The database could not be reached (restarting, network); nothing was written. The
     operation may be tried again."""
+
+
+class CoordinationUnavailable(StoreUnavailable):
+    """etcd or ZooKeeper, which hold the scheduler lease, could not be reached or did not
+    answer in time. A leader steps down; a replica campaigns again later."""

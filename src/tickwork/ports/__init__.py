@@ -28,6 +28,7 @@ from tickwork.ports.broker import (
 from tickwork.ports.coordination import (
     Fence,
     Fenced,
+    FenceStore,
     Lease,
     LeaseStore,
     PoolStore,
@@ -65,6 +66,7 @@ __all__ = [
     "DeadLetterPage",
     "Delivery",
     "Fence",
+    "FenceStore",
     "Fenced",
     "IdempotencyRecord",
     "IdempotencyStore",

@@ -57,10 +57,16 @@ class Fence:
 
     A store checks it in the write's own transaction and refuses the whole write
     (``Fenced``) unless the lease still has this token and has not expired.
+
+    ``external``: the lease is held outside the database (etcd, ZooKeeper), so the store
+    cannot see it. It checks the token against the fence row of the lease's name instead:
+    the highest token any write has carried. A write with a higher token raises the row to
+    it, one with a lower token is refused (the textbook storage-side fencing check).
     """
 
     lease: str
     token: int
+    external: bool = False
 
 
 class Fenced(TickworkError):
@@ -83,10 +89,11 @@ class Lease:
     acquired_at: datetime
     renewed_at: datetime
     expires_at: datetime
+    external: bool = False  # held in etcd or ZooKeeper: see ``Fence.external``
 
     @property
     def fence(self) -> Fence:
-        return Fence(self.name, self.token)
+        return Fence(self.name, self.token, self.external)
 
 
 class LeaseStore(Protocol):
@@ -113,3 +120,13 @@ class LeaseStore(Protocol):
 
     async def get_lease(self, name: str) -> Lease | None:
         """The lease as stored (maybe expired); None if it was never taken."""
+
+
+class FenceStore(Protocol):
+    """The storage side of fencing, on its own."""
+
+    async def check_fence(self, fence: Fence) -> None:
+        """The fence check of a write, in a transaction of its own and writing nothing else:
+        ``Fenced`` if it is refused. For an ``external`` fence this records its token as the
+        highest seen, so a new leader calls it as soon as it takes over: from then on a
+        write of any older leader is refused, even before the new one has written."""

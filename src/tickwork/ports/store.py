@@ -16,7 +16,13 @@ from tickwork.core.model import (
 )
 from tickwork.ports.auth import IdempotencyStore, KeyReceipt, TokenStore
 from tickwork.ports.backfills import BackfillStore
-from tickwork.ports.coordination import Fence, LeaseStore, PoolStore, WorkerRegistry
+from tickwork.ports.coordination import (
+    Fence,
+    FenceStore,
+    LeaseStore,
+    PoolStore,
+    WorkerRegistry,
+)
 from tickwork.ports.records import (
     Completion,
     DeadLetterPage,
@@ -34,6 +40,7 @@ class Store(
     TokenStore,
     IdempotencyStore,
     LeaseStore,
+    FenceStore,
     PoolStore,
     WorkerRegistry,
     BackfillStore,

@@ -7,6 +7,12 @@ fail-stop: when a renewal is refused, or the deadline passes before one succeeds
 cut-off database, a paused process), the scheduling task is cancelled at once and the
 replica goes back to campaigning. And whatever a paused-then-resumed leader still manages
 to send is refused by the database, because every write carries its token (``Fence``).
+
+The lease may be held in etcd or ZooKeeper instead of the database (``leases``, see
+``tickwork.coordination``). The database then checks tokens against its fence row, which
+knows only the tokens it has seen: so a replica that takes such a lease checks its token
+in with the store before it schedules, and from then on every write of an older leader is
+refused.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from enum import StrEnum
 from functools import partial
 
 from tickwork.hooks import Hooks
-from tickwork.ports import Broker, Fence, Fenced, Lease, LeaseStore, Store
+from tickwork.ports import Broker, Fence, Fenced, FenceStore, Lease, LeaseStore, Store
 from tickwork.scheduler.history import HistoryConfig, maintain_history
 from tickwork.scheduler.loop import DEFAULT_WINDOW, Scheduler, SchedulerConfig
 
@@ -83,9 +89,11 @@ class LeaderElection:
         config: HAConfig | None = None,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        fences: FenceStore | None = None,
     ) -> None:
         self.config = config or HAConfig()
         self._store = store
+        self._fences = fences  # where an external lease's token is checked in
         self._holder = holder
         self._monotonic = monotonic
         self._lease: Lease | None = None
@@ -114,8 +122,30 @@ class LeaderElection:
         """Try to take (or keep) the lease; True if this replica now leads."""
         sent = self._monotonic()
         lease = await self._store.acquire_lease(self.config.lease, self._holder, self.config.ttl)
+        if lease is not None and lease.external and lease.token != getattr(self._lease, "token", 0):
+            lease = await self._check_in(lease)
         self._held(lease, sent)
         return lease is not None
+
+    async def _check_in(self, lease: Lease) -> Lease | None:
+        """Raise the store's fence row to a newly taken external lease's token; None (and
+        the lease let go) if the store has seen a higher one."""
+        if self._fences is None:
+            raise ValueError(f"lease {lease.name!r} is external: LeaderElection needs fences")
+        try:
+            await self._fences.check_fence(lease.fence)
+        except Fenced:
+            log.error(
+                "%s: the store has seen a token above %d for lease %r: a newer leader wrote, "
+                "or etcd/ZooKeeper was rebuilt and its tokens started again (see "
+                "docs/distributed.md); not leading",
+                self._holder,
+                lease.token,
+                lease.name,
+            )
+            await self._store.release_lease(lease.name, lease.holder, lease.token)
+            return None
+        return lease
 
     async def renew(self) -> bool:
         """Renew before the deadline; False, and no longer leader, if refused or too late."""
@@ -239,12 +269,14 @@ def ha_scheduler(
     monotonic: Callable[[], float] = time.monotonic,
     hooks: Hooks | None = None,
     history: HistoryConfig | None = None,
+    leases: LeaseStore | None = None,
 ) -> HAScheduler:
-    """A scheduler replica: a ``Scheduler`` fenced by a ``LeaderElection`` on ``store``.
+    """A scheduler replica: a ``Scheduler`` fenced by a ``LeaderElection`` on ``leases``
+    (etcd, ZooKeeper), by default on ``store``'s own lease.
 
     ``config`` defaults to a sliding window of ``DEFAULT_WINDOW`` seconds.
     """
-    election = LeaderElection(store, holder, ha, monotonic=monotonic)
+    election = LeaderElection(leases or store, holder, ha, monotonic=monotonic, fences=store)
     scheduler = Scheduler(
         store,
         broker,

@@ -21,10 +21,11 @@ from datetime import UTC, datetime
 from tickwork.app.settings import WORKER_GRACE, Settings
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_signals import RedisCancelSignals
+from tickwork.coordination import open_leases
 from tickwork.core.errors import StoreUnavailable
 from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
-from tickwork.ports import WorkerInfo
+from tickwork.ports import LeaseStore, WorkerInfo
 from tickwork.runtime.retry import through_outages
 from tickwork.scheduler.ha import HAConfig, HAScheduler, ha_scheduler, holder_id
 from tickwork.scheduler.history import HistoryConfig
@@ -89,7 +90,11 @@ async def until_stopped(stop: asyncio.Event, work: asyncio.Task[None]) -> None:
 
 
 def scheduler_replica(
-    settings: Settings, store: SqlStore, broker: RedisStreamsBroker, hooks: Hooks
+    settings: Settings,
+    store: SqlStore,
+    broker: RedisStreamsBroker,
+    hooks: Hooks,
+    leases: LeaseStore | None = None,
 ) -> HAScheduler:
     config = SchedulerConfig(
         window=settings.window,
@@ -106,6 +111,7 @@ def scheduler_replica(
         config=config,
         ha=HAConfig(ttl=settings.lease_ttl),
         hooks=hooks,
+        leases=leases,
         history=HistoryConfig(
             retention_days=settings.retention_days or None, ahead=settings.partitions_ahead
         ),
@@ -129,11 +135,13 @@ async def serve_scheduler(settings: Settings, stop: asyncio.Event) -> None:
     broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
     callback_errors = CallbackErrorLog(store, utcnow)
     hooks = Hooks(url_guard=runner_guard(guard_of(settings)), on_error=callback_errors)
-    replica = scheduler_replica(settings, store, broker, hooks)
+    leases = open_leases(settings.coordination_url) if settings.coordination_url else None
+    replica = scheduler_replica(settings, store, broker, hooks, leases)
     log.info(
-        "scheduler replica %s campaigning (lease TTL %.0f s)",
+        "scheduler replica %s campaigning (lease TTL %.0f s, in %s)",
         replica.status.holder,
         settings.lease_ttl,
+        settings.coordination_url.split("://")[0] if leases else "PostgreSQL",
     )
     work = asyncio.create_task(keep_campaigning(replica), name="scheduler")
     try:
@@ -144,6 +152,8 @@ async def serve_scheduler(settings: Settings, stop: asyncio.Event) -> None:
         await hooks.close(5.0)
         await callback_errors.flush(5.0)
         await broker.close()
+        if leases is not None:
+            await leases.close()
         await store.close()
 
 

@@ -17,9 +17,11 @@ from tickwork.app.settings import Settings
 from tickwork.app.tokens import TokenService
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_signals import RedisCancelSignals
+from tickwork.coordination import open_leases
 from tickwork.core.errors import TickworkError
 from tickwork.ports import Lease, WorkerInfo
 from tickwork.serve.cluster import guard_of, log, open_cluster_store, until_stopped, utcnow
+from tickwork.store import SqlStore
 
 LEASE = "scheduler"
 #: A worker silent this long shows as lost in ``status``; one silent a day is forgotten.
@@ -85,7 +87,7 @@ async def cluster_status(settings: Settings) -> ClusterStatus:
     broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
     try:
         now = utcnow()
-        lease = await store.get_lease(LEASE)
+        lease = await _leader(settings, store)
         await store.forget_workers(now - WORKER_FORGET_AFTER)
         workers = [w for w in await store.list_workers() if w.stopped_at is None]
         lost = frozenset(w.id for w in workers if now - w.heartbeat_at > WORKER_LOST_AFTER)
@@ -96,6 +98,17 @@ async def cluster_status(settings: Settings) -> ClusterStatus:
         with contextlib.suppress(Exception):
             await broker.close()
         await store.close()
+
+
+async def _leader(settings: Settings, store: SqlStore) -> Lease | None:
+    """The scheduler lease, from etcd or ZooKeeper when the cluster keeps it there."""
+    if not settings.coordination_url:
+        return await store.get_lease(LEASE)
+    leases = open_leases(settings.coordination_url)
+    try:
+        return await leases.get_lease(LEASE)
+    finally:
+        await leases.close()
 
 
 async def _depths(broker: RedisStreamsBroker) -> tuple[dict[str, int] | None, str | None]:

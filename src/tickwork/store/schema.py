@@ -433,6 +433,15 @@ sa.Index(
 )
 sa.Index("ix_backfill_runs_run_id", backfill_runs.c.run_id)
 
+# The highest fencing token a write has carried, per lease name, for leases held outside the
+# database (etcd, ZooKeeper): see fences.py. Like a lease row, never deleted.
+fences = sa.Table(
+    "fences",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("token", sa.BigInteger, nullable=False),
+)
+
 #: Children first, so deleting in this order never trips a foreign key.
 TABLES_CHILDREN_FIRST = (
     task_logs,
@@ -446,6 +455,7 @@ TABLES_CHILDREN_FIRST = (
     pools,
     workers,
     leases,
+    fences,
     run_keys,
     backfill_runs,
     backfills,

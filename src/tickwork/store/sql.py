@@ -30,11 +30,12 @@ from tickwork.ports import (
     TaskKey,
     TimeWindow,
 )
-from tickwork.store import dispatch, jobs, leases, logs, migrate, pg_dispatch
+from tickwork.store import dispatch, fences, jobs, leases, logs, migrate, pg_dispatch
 from tickwork.store import runs as run_queries
 from tickwork.store.backfills import SqlBackfillMethods
 from tickwork.store.common import conflict_from
 from tickwork.store.engine import Engines, create_engines
+from tickwork.store.fences import SqlFenceMethods
 from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
 from tickwork.store.pg_direct import DirectWriter
 from tickwork.store.pg_enqueue import enqueue_direct
@@ -67,6 +68,7 @@ class SqlStore(
     SqlWorkerMethods,
     SqlHistoryMethods,
     SqlBackfillMethods,
+    SqlFenceMethods,
 ):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
@@ -99,7 +101,7 @@ class SqlStore(
             return work
 
         def fenced(conn: Connection) -> T:
-            leases.hold_fence(conn, fence, self._clock())
+            fences.hold(conn, fence, self._clock())
             return work(conn)
 
         return fenced
