@@ -118,17 +118,24 @@ def test_capacity_by_mode() -> None:
 
 def test_validate_spec_names_the_field() -> None:
     j = job(depends_on_past=True)
+    early = datetime(1, 1, 1, tzinfo=UTC)
+    assert_refused(j, BackfillSpec("daily", T0 + timedelta(days=1), T0), "to")
+    assert_refused(j, BackfillSpec("daily", early, T0), "from")
     cases = {
-        "to": BackfillSpec("daily", T0 + timedelta(days=1), T0),
         "max_active": BackfillSpec("daily", T0, T0, max_active=0),
         "reverse": BackfillSpec("daily", T0, T0, reverse=True),
         "mode": BackfillSpec("daily", T0, T0, mode="fast"),  # type: ignore[arg-type]
         "from": BackfillSpec("daily", T0.replace(tzinfo=None), T0),
+        "to": BackfillSpec("daily", T0, T0 + timedelta(days=40_000)),
     }
     for field, spec in cases.items():
-        with pytest.raises(ValidationError) as e:
-            validate_spec(spec, j)
-        assert e.value.field == field
+        assert_refused(j, spec, field)
+
+
+def assert_refused(j: Job, spec: BackfillSpec, field: str) -> None:
+    with pytest.raises(ValidationError) as e:
+        validate_spec(spec, j)
+    assert e.value.field == field
 
 
 def test_eta_from_run_durations() -> None:

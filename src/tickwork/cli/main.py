@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from tickwork import __version__
-from tickwork.cli import cluster, jobs, pools, runs, schedule, tokens
+from tickwork.cli import backfills, cluster, jobs, pools, runs, schedule, tokens
 from tickwork.cli.api import api
 from tickwork.cli.options import GLOBAL_PANEL, GlobalGroup, Globals, Output, remember
 from tickwork.cli.up import up
@@ -47,6 +47,7 @@ GROUPS: dict[str, typer.Typer] = {
     "schedule": schedule.app,
     "token": tokens.app,
     "db": cluster.db,
+    "backfill": backfills.app,
 }
 for _name, _command in PROCESSES.items():
     app.command(_name)(_command)

@@ -33,6 +33,8 @@ DEFAULT_CHUNK_SIZE = 10
 MAX_ACTIVE_LIMIT = 1000
 #: The share of the live workers' slots a backfill may fill; the rest stays for live work.
 DEFAULT_SHARE = 0.5
+MAX_SPAN = timedelta(days=100 * 366)
+_EARLIEST, _LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC)
 #: Dates a step looks at, at most (skipped ones included): a step's cost stays bounded.
 STEP_LOOKAHEAD = 500
 
@@ -167,6 +169,8 @@ def validate_spec(spec: BackfillSpec, job: Job) -> BackfillSpec:
     start, end = _aware(spec.start, "from"), _aware(spec.end, "to")
     if start > end:
         raise ValidationError("to", "must not be earlier than from")
+    if end - start > MAX_SPAN:
+        raise ValidationError("to", f"the range may span {MAX_SPAN.days} days at most")
     _between(spec.max_active, 1, MAX_ACTIVE_LIMIT, "max_active")
     _between(spec.chunk_size, 1, MAX_ACTIVE_LIMIT, "chunk_size")
     _between(spec.priority, -1_000_000, 1_000_000, "priority")
@@ -186,6 +190,8 @@ def validate_spec(spec: BackfillSpec, job: Job) -> BackfillSpec:
 def _aware(value: datetime, field: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(field, "must include a UTC offset, e.g. 2026-12-01T00:00:00Z")
+    if not _EARLIEST.year <= value.year < _LATEST.year:
+        raise ValidationError(field, f"must be in the years {_EARLIEST.year} to {_LATEST.year - 1}")
     return value.astimezone(UTC)
 
 

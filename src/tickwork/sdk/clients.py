@@ -9,6 +9,7 @@ import httpx2
 
 from tickwork.app.settings import DEFAULT_URL
 from tickwork.sdk.admin import AdminOperations
+from tickwork.sdk.backfills import BackfillOperations
 from tickwork.sdk.calls import Call
 from tickwork.sdk.errors import Unreachable
 from tickwork.sdk.jobs import JobOperations
@@ -21,7 +22,7 @@ def _headers(token: str | None) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {token}"} if token else None
 
 
-class Client(JobOperations, RunOperations, AdminOperations):
+class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations):
     """A synchronous client of one tickwork server. Use it as a context manager, or ``close()``.
 
     ``token`` is a bearer token (``tw_...``); every route but the health checks needs one.
@@ -65,7 +66,7 @@ class Client(JobOperations, RunOperations, AdminOperations):
         return call.result(response)
 
 
-class AsyncClient(JobOperations, RunOperations, AdminOperations):
+class AsyncClient(JobOperations, RunOperations, AdminOperations, BackfillOperations):
     """An asynchronous client of one tickwork server: ``Client``'s methods, each awaited.
     Use it as an async context manager, or ``await close()``.
 
