@@ -283,3 +283,14 @@ async def test_a_waiting_consumer_survives_a_flush_under_it(private_redis: Priva
         await raw.aclose()
 
     assert [x.task_run_id for x in got] == ["new"]
+
+
+async def test_forgot_tells_once_that_redis_lost_its_data(
+    brokers: Factory, client: aioredis.Redis, redis_prefix: str
+) -> None:
+    broker = brokers()
+    assert await broker.forgot()  # a fresh Redis: the marker is set now
+    assert not await broker.forgot()
+    await client.delete(RedisKeys(redis_prefix).epoch())  # what FLUSHALL does to it
+    assert await broker.forgot()
+    assert not await broker.forgot()

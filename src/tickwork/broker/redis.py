@@ -454,6 +454,16 @@ class RedisStreamsBroker:
             _end(group.task)
 
     # -- status and shutdown ---------------------------------------------------------------
+    async def forgot(self) -> bool:
+        """Whether Redis lost its data since the last call: the epoch marker was missing (it
+        is set again at once). True on the first call against a fresh Redis too; False while
+        Redis cannot be reached (nothing can be re-sent then anyway)."""
+        try:
+            created = await self._client.set(self._keys.epoch(), secrets.token_hex(8), nx=True)
+        except UNREACHABLE:
+            return False
+        return bool(created)
+
     async def depths(self) -> dict[str, int]:
         try:
             queues = sorted(str(q) for q in await self._client.smembers(self._keys.queues()))

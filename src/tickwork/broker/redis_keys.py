@@ -59,6 +59,11 @@ class RedisKeys:
         """Set of the queue names ever published to (for ``depths``)."""
         return f"{{{self.prefix}}}:queues"
 
+    def epoch(self) -> str:
+        """A marker set once by the scheduler: missing means Redis lost its data (FLUSHALL,
+        an empty restart), and with it every message, so the store's queue is re-sent."""
+        return f"{{{self.prefix}}}:epoch"
+
     def cancel(self, key: TaskKey) -> str:
         """Present (with a TTL) while a cancel request of one attempt is remembered."""
         return f"{{{self.prefix}}}:cancel:{key[0]}:{key[1]}"

@@ -24,6 +24,7 @@ from tickwork.ports.broker import (
     BrokerUnavailable,
     CancelSignals,
     Delivery,
+    ForgetfulBroker,
 )
 from tickwork.ports.coordination import (
     Fence,
@@ -68,6 +69,7 @@ __all__ = [
     "Fence",
     "FenceStore",
     "Fenced",
+    "ForgetfulBroker",
     "IdempotencyRecord",
     "IdempotencyStore",
     "JobChanged",

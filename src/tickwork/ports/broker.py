@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tickwork.core.errors import TickworkError
 from tickwork.ports.records import TaskKey
@@ -64,6 +64,15 @@ class Broker(Protocol):
         counted). For ``tickwork status``."""
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ForgetfulBroker(Protocol):
+    """A broker whose server can lose every message at once (Redis after FLUSHALL or an
+    empty restart) and can tell: the scheduler then re-sends the store's queue at once."""
+
+    async def forgot(self) -> bool:
+        """True once after the server lost its data (and on the first call)."""
 
 
 class BrokerUnavailable(TickworkError):

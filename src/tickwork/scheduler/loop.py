@@ -25,6 +25,7 @@ from tickwork.core.schedule import plan_ahead
 from tickwork.hooks import Hooks
 from tickwork.ports import Broker, Delivery, Fence, Materialization, Store
 from tickwork.scheduler.backfills import BackfillDriver
+from tickwork.scheduler.resend import Resender
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -46,8 +47,10 @@ class SchedulerConfig:
     window: float = 0.0
     batch: int = 500  # rows per store call
     heartbeat_timeout: float = 15.0  # a running task run silent this long is a zombie
-    # A queued task run still unclaimed this long after it became claimable is re-published.
+    # A queued task run still unclaimed this long after it became claimable is re-published,
+    # then again after twice as long, and so on up to ``resend_cap`` (see scheduler.resend).
     resend_after: float = 30.0
+    resend_cap: float = 600.0
     housekeeping_every: float = 2.0  # how often zombies and lost messages are looked for
     # Seconds after the loop starts (after becoming leader) before the reaper may act, so
     # that workers cut off with us (a database restart, a failover) can heartbeat again
@@ -116,6 +119,14 @@ class Scheduler:
         self._fence = fence
         self._wakeup = asyncio.Event()
         self._reap_after = datetime.min.replace(tzinfo=UTC)
+        self._resender = Resender(
+            store,
+            broker,
+            clock,
+            first=self._config.resend_after,
+            cap=self._config.resend_cap,
+            limit=self._config.batch * 10,
+        )
         self._last_housekeeping: datetime | None = None
         self._backfills = BackfillDriver(store, make_id=make_id, fence=fence)
         self._backfilling = False
@@ -127,6 +138,7 @@ class Scheduler:
     async def run(self) -> None:
         self._reap_after = self._clock() + timedelta(seconds=self._config.reap_grace)
         # Another process may have led before: hand over again all it may have queued.
+        await self._resender.broker_forgot(self._clock())  # sets the marker a later loss is told by
         await self.resend_queued(self._clock() + timedelta(seconds=self._config.window))
         while True:
             self._wakeup.clear()
@@ -143,10 +155,13 @@ class Scheduler:
             pass
         while self._config.window > 0 and await self.hand_off_ahead(now) == self._config.batch:
             pass
+        if await self._resender.broker_forgot(now):
+            log.warning("the broker lost its messages (flushed, restarted empty): re-sending")
+            await self.resend_queued(now + timedelta(seconds=self._config.window))
         if self._housekeeping_due(now):
             if now >= self._reap_after:
                 await self.reap_zombies(now)
-            await self.resend_queued(now - timedelta(seconds=self._config.resend_after))
+            await self._resender.resend_stale(now)
 
     async def materialize_due(self, now: datetime) -> int:
         """Create the runs of every cron fire due by ``now``; returns how many jobs were due."""
@@ -216,19 +231,10 @@ class Scheduler:
                 self._hooks.fire(task_run, outcome, "")
 
     async def resend_queued(self, queued_before: datetime) -> int:
-        """Re-publish queued task runs no worker claimed (a lost message, a restart); those
-        handed out ahead and not claimable yet are handed out again for their instants (a
-        broker delivers the same key once)."""
-        lost = await self._store.queued_task_runs(queued_before, self._config.batch * 10)
-        now = self._clock()
-        claimable: list[TaskRun] = []
-        ahead: list[TaskRun] = []
-        for tr in lost:
-            (ahead if tr.queued_at is not None and tr.queued_at > now else claimable).append(tr)
-        await self._broker.publish(deliveries(claimable))
-        if ahead:
-            await self._broker.publish_at(timed_deliveries(ahead))
-        return len(lost)
+        """Re-publish every queued task run up to ``queued_before`` (a restart, a failover, a
+        broker that lost its data); those handed out ahead and not claimable yet are handed
+        out again for their instants (a broker delivers the same key once)."""
+        return await self._resender.resend_all(queued_before)
 
     def _plan(self, job: Job, now: datetime, horizon: datetime) -> Materialization:
         assert job.next_fire_at is not None  # due_cron_jobs only returns jobs with one
