@@ -142,6 +142,25 @@ def test_kill_9_mid_task_then_restart_retries_it_without_doubling(
     assert "second attempt" in cli("run", "logs", run["id"]).stdout
 
 
+def test_sigterm_lets_a_running_task_finish_then_exits(
+    server: Server, cli: Cli, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    script = f"touch {started}; sleep 2; echo finished after the signal"
+    cli("job", "add", "draining", "--now", "--", "sh", "-c", script)
+    wait_for(started.exists, bool)
+
+    assert server.stop() == 0  # SIGTERM; it used to exit in 0.2 s, killing the task
+    log = server.log_text()
+    assert "SIGTERM: stopping; 1 running task(s) get up to 10 s to finish" in log
+    assert "draining: waiting up to 10 s for 1 running task(s)" in log
+
+    server.start()
+    run = only_run(cli, "draining")
+    assert run["state"] == "success"
+    assert "finished after the signal" in cli("run", "logs", run["id"]).stdout
+
+
 def test_second_server_on_the_same_data_dir_is_refused(server: Server) -> None:
     twin = Server(server.data_dir)
     with pytest.raises(AssertionError, match="in use by another tickwork process"):

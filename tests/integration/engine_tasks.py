@@ -22,3 +22,13 @@ def fail_until(counter: str, successes_after: int) -> int:
     if calls <= successes_after:
         raise RuntimeError(f"failing call {calls}")
     return calls
+
+
+def huge_result(size: int) -> str:
+    """A result far over the result limit: refused as a result, and kept out of the log."""
+    return "r" * size
+
+
+def chatty(lines: int, width: int) -> None:
+    for i in range(lines):
+        print(f"{i:08d}" + "." * width)

@@ -103,6 +103,8 @@ def test_job_name_refuses_other_names(name: str) -> None:
         (http(url="https://x.org", body={1: "x"}), "tasks[0].config.body", "must be a string"),
         (http(url="https://x.org", body=float("nan")), "tasks[0].config.body", "finite"),
         (http(url="https://x.org", timeout=3), "tasks[0].config.timeout", "not a http setting"),
+        (shell(argv=["a"], log_max_bytes=10), "tasks[0].config.log_max_bytes", "from 4096"),
+        (python(target="p:f", log_max_bytes="1M"), "tasks[0].config.log_max_bytes", "bytes"),
         (python(target="mypkg.tasks"), "tasks[0].config.target", "mypkg.tasks:hello"),
         (python(target="my-pkg:run"), "tasks[0].config.target", "import path"),
         (python(target="pkg:run", kwargs=[1]), "tasks[0].config.kwargs", "JSON object"),

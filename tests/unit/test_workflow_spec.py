@@ -187,7 +187,7 @@ def sh(name: str, *upstream: str, **more: Any) -> dict[str, Any]:
         (
             with_tasks(sh("a", bogus=1)),
             "tasks[0].bogus",
-            "shell setting; use argv, command, shell, env, cwd (task 'a')",
+            "shell setting; use argv, command, shell, env, cwd, log_max_bytes (task 'a')",
         ),
         (with_tasks({"name": "a", "kind": "cobol"}), "tasks[0].kind", "not a task kind"),
         (with_tasks({"kind": "shell", "argv": ["x"]}), "tasks[0].name", "is required"),

@@ -21,6 +21,7 @@ from tickwork.app.targets import check_targets
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (
     Job,
+    LogChunk,
     NewRun,
     RunDetail,
     RunState,
@@ -50,6 +51,10 @@ from tickwork.ports import (
 #: What ``list_runs(state=...)`` accepts: a run state, or ``dead`` for dead-lettered runs.
 RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
 
+
+#: Text one log page holds at most (plus one chunk of up to 64 KiB), whatever its ``limit``.
+LOG_PAGE_BYTES = 1024 * 1024
+LOG_READ_BATCH = 64  # chunks read from the store at a time while a page fills
 
 _R = TypeVar("_R")
 #: Renders the response of a write from what it is about to write, as the ``KeyReceipt`` of
@@ -363,7 +368,7 @@ class Services:
         _check_limit(limit, 10_000)
         detail = await self.get_run(run_id)
         task_run = _pick_task_run(detail, task)
-        chunks = await self.store.read_logs(task_run.id, after_seq=after_seq, limit=limit)
+        chunks = await self._log_page(task_run.id, after_seq, limit)
         return LogPage(
             run_id=run_id,
             task_run_id=task_run.id,
@@ -371,6 +376,26 @@ class Services:
             next_after_seq=chunks[-1].seq if chunks else after_seq,
             run_state=detail.run.state,
         )
+
+    async def _log_page(self, task_run_id: str, after_seq: int, limit: int) -> list[LogChunk]:
+        """Up to ``limit`` chunks, and no more than ``LOG_PAGE_BYTES`` of text (one chunk, of
+        at most 64 KiB, may cross it): read a few chunks at a time, so a page of huge chunks
+        never sits whole in memory."""
+        chunks: list[LogChunk] = []
+        size = 0
+        while len(chunks) < limit and size < LOG_PAGE_BYTES:
+            batch = await self.store.read_logs(
+                task_run_id, after_seq=after_seq, limit=min(limit - len(chunks), LOG_READ_BATCH)
+            )
+            for chunk in batch:
+                chunks.append(chunk)
+                size += len(chunk.data)
+                if size >= LOG_PAGE_BYTES:
+                    break
+            if len(batch) < LOG_READ_BATCH or not batch:
+                break
+            after_seq = chunks[-1].seq
+        return chunks
 
     async def ready(self) -> bool:
         """Whether the store answers (one primary-key read)."""

@@ -34,10 +34,12 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _TARGET = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}", re.ASCII)
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _KEYS = {
-    TaskKind.SHELL: ("argv", "command", "shell", "env", "cwd"),
-    TaskKind.HTTP: ("method", "url", "headers", "body"),
-    TaskKind.PYTHON: ("target", "kwargs"),
+    TaskKind.SHELL: ("argv", "command", "shell", "env", "cwd", "log_max_bytes"),
+    TaskKind.HTTP: ("method", "url", "headers", "body", "log_max_bytes"),
+    TaskKind.PYTHON: ("target", "kwargs", "log_max_bytes"),
 }
+# Bounds of a task's log cap (config.log_max_bytes; the worker's default is 16 MiB).
+_LOG_MAX_BYTES = (4096, 1024 * 1024 * 1024)
 _MAX_TIMEOUT = 7 * 24 * 3600.0
 _MAX_TAGS, _MAX_TAG = 32, 64
 _MAX_DEPTH = 64  # nesting of JSON values; deeper is refused rather than recursed into
@@ -290,6 +292,12 @@ def _config(config: object, kind: TaskKind, field: str) -> dict[str, Any]:
             raise ValidationError(
                 f"{field}.{key}", f"is not a {kind} setting; use {', '.join(allowed)}"
             )
+    cap = config.get("log_max_bytes")
+    low, high = _LOG_MAX_BYTES
+    if cap is not None and (not _is_int(cap) or not low <= cap <= high):
+        raise ValidationError(
+            f"{field}.log_max_bytes", f"must be a whole number of bytes from {low} to {high}"
+        )
     checks = {TaskKind.SHELL: _shell, TaskKind.HTTP: _http, TaskKind.PYTHON: _python}
     return checks[kind](dict(config), field)
 

@@ -8,6 +8,7 @@ import fcntl
 import logging
 import os
 import random
+import signal
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from tickwork.ports import Completion, Runner, Store
 from tickwork.scheduler.history import HistoryConfig, maintain_history
 from tickwork.scheduler.loop import Scheduler
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
+from tickwork.serve.signals import DrainingServer
 from tickwork.serve.tuning import tune_gc
 from tickwork.store import open_store
 from tickwork.worker import capture
@@ -216,7 +218,7 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
         access_log=False,
         lifespan="off",
     )
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, on_stop=lambda sig: _stopping(sig, rt, settings.grace_for(EMBEDDED_GRACE)))
     background = {
         asyncio.create_task(rt.scheduler.run(), name="scheduler"),
         asyncio.create_task(rt.pool.run(), name="worker-pool"),
@@ -234,23 +236,34 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
         settings.data_dir,
         settings.concurrency,
     )
-    try:
-        await server.serve()
-    finally:
-        await rt.pool.drain(settings.grace_for(EMBEDDED_GRACE))
-        await rt.hooks.close(HOOKS_GRACE)
-        await rt.callback_errors.flush(HOOKS_GRACE)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        await rt.broker.close()
-        await rt.cancels.close()
-        await close_runners(rt.runners)
-        capture.uninstall()
+    with server.handling_signals():  # until the drain is over: a 2nd signal stops at once
+        try:
+            await server.serve()
+        finally:
+            await rt.pool.drain(settings.grace_for(EMBEDDED_GRACE))
+            await rt.hooks.close(HOOKS_GRACE)
+            await rt.callback_errors.flush(HOOKS_GRACE)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await rt.broker.close()
+            await rt.cancels.close()
+            await close_runners(rt.runners)
+            capture.uninstall()
     for task in background:
         failure = None if task.cancelled() else task.exception()
         if failure is not None:
             raise failure
+
+
+def _stopping(sig: int, rt: Embedded, grace: float) -> None:
+    log.info(
+        "%s: stopping; %d running task(s) get up to %g s to finish, the rest are retried "
+        "on the next start (press Ctrl-C again to stop at once)",
+        signal.Signals(sig).name,
+        rt.pool.active_count,
+        grace,
+    )
 
 
 def _stop_on_crash(task: asyncio.Task[None], server: uvicorn.Server) -> None:

@@ -27,7 +27,7 @@ from tickwork.ports import (
 from tickwork.runtime.batch import Batcher
 from tickwork.runtime.retry import through_outages
 from tickwork.runtime.supervisor import supervise
-from tickwork.worker.logs import TaskLog
+from tickwork.worker.logs import TaskLog, log_max_bytes
 
 log = logging.getLogger("tickwork.worker")
 
@@ -147,11 +147,18 @@ class WorkerPool:
         self._draining.set()
         tasks = [a.task for a in self._active.values() if a.task is not None]
         if tasks:
+            running = sum(a.started for a in self._active.values())
+            log.info("draining: waiting up to %g s for %d running task(s)", grace, running)
             _, pending = await asyncio.wait(tasks, timeout=grace)
             pending -= await self._release_unstarted()
             for active in list(self._active.values()):
                 active.cancel.set()
             if pending:
+                log.warning(
+                    "drain: %d task(s) still running after %g s interrupted; they are retried",
+                    len(pending),
+                    grace,
+                )
                 await asyncio.wait(pending, timeout=2.0)
         # Bounded: if a batch can no longer be written (the store is gone), the caller's
         # shutdown must still finish; what was not written is recovered as orphans later.
@@ -238,7 +245,13 @@ class WorkerPool:
     async def _execute_in_slot(self, active: _Active) -> None:
         task_run = active.task_run
         started = self._clock()
-        sink = TaskLog(task_run, self._logs.put, self._clock, self._tail_for(task_run))
+        sink = TaskLog(
+            task_run,
+            self._logs.put,
+            self._clock,
+            self._tail_for(task_run),
+            max_bytes=log_max_bytes(task_run.config),
+        )
         try:
             if active.cancel.is_set():  # cancelled or drained while waiting for a slot
                 result = RunResult(ok=False, cancelled=True)
@@ -247,6 +260,7 @@ class WorkerPool:
             outcome = self._outcome(active.task_run, result, started)
             elapsed = (outcome.finished_at - started).total_seconds()
             self._avg_duration = 0.9 * self._avg_duration + 0.1 * elapsed
+            sink.close()
             if outcome.error:
                 sink.write(
                     "system", f"attempt {task_run.attempt}: {outcome.state}: {outcome.error}\n"

@@ -126,7 +126,8 @@ async def run_logs(
     after_seq: Annotated[int, Query(ge=-1)] = -1,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> LogsRead:
-    """Captured output after `after_seq`. Poll with `next_after_seq` until `finished`."""
+    """Captured output after `after_seq`, at most `limit` chunks and about 1 MiB of text.
+    Poll with `next_after_seq` until `finished` and a page comes back empty."""
     page = await services.logs(run_id, task=task, after_seq=after_seq, limit=limit)
     return LogsRead.of(page)
 

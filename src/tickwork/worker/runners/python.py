@@ -25,6 +25,7 @@ from tickwork.worker.runners._wait import Ending, ended, wait_for_end
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 # Frames of these modules sit between the task and us; users need not read them.
 _PLUMBING = ("asyncio", "concurrent.futures", "contextvars", "tickwork.worker")
+RESULT_LINE_MAX = 1000  # characters of a result's JSON shown in the log
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +182,15 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
 
 
 def _describe_result(value: Any) -> str:
+    """The log line naming a result: its JSON, cut to ``RESULT_LINE_MAX`` characters (a
+    result refused for its size must not reach the log whole either)."""
     try:
-        return f"result: {json.dumps(value)}\n"
+        text = json.dumps(value)
     except (TypeError, ValueError):
         return f"result is not JSON-serializable: {type(value).__name__}\n"
+    if len(text) > RESULT_LINE_MAX:
+        text = f"{text[:RESULT_LINE_MAX]}… ({len(text)} characters in all)"
+    return f"result: {text}\n"
 
 
 def _discard_outcome(work: asyncio.Future[Any]) -> None:
