@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.helpers import eventually, make_job, python_task, shell_task
-from tickwork.app.settings import EmbeddedSettings
+from tickwork.app.settings import Settings
 from tickwork.core.model import LogChunk, RunDetail, RunState, RunTrigger, TaskRunState
 from tickwork.core.runs import new_run
 from tickwork.ids import new_id
@@ -25,7 +25,7 @@ TASKS = "tests.integration.engine_tasks"
 
 @pytest.fixture
 async def engine(sqlite_store: Store) -> AsyncIterator[Embedded]:
-    rt = wire(sqlite_store, EmbeddedSettings(workers=2))
+    rt = wire(sqlite_store, Settings(concurrency=2))
     capture.install()
     tasks = [asyncio.create_task(rt.scheduler.run()), asyncio.create_task(rt.pool.run())]
     yield rt

@@ -218,7 +218,9 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
         access_log=False,
         lifespan="off",
     )
-    server = DrainingServer(config, on_stop=lambda sig: _stopping(sig, rt, settings.grace_for(EMBEDDED_GRACE)))
+    server = DrainingServer(
+        config, on_stop=lambda sig: _stopping(sig, rt, settings.grace_for(EMBEDDED_GRACE))
+    )
     background = {
         asyncio.create_task(rt.scheduler.run(), name="scheduler"),
         asyncio.create_task(rt.pool.run(), name="worker-pool"),
