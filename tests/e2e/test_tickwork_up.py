@@ -152,12 +152,12 @@ def test_sigterm_lets_a_running_task_finish_then_exits(
 
     assert server.stop() == 0  # SIGTERM; it used to exit in 0.2 s, killing the task
     log = server.log_text()
-    assert "SIGTERM: stopping; 1 running task(s) get up to 10 s to finish" in log
-    assert "draining: waiting up to 10 s for 1 running task(s)" in log
+    assert "SIGTERM: stopping; 1 running task(s) get up to 10 s to finish" in log, log
+    assert "draining: waiting up to 10 s for 1 running task(s)" in log, log
 
     server.start()
     run = only_run(cli, "draining")
-    assert run["state"] == "success"
+    assert run["state"] == "success", cli.json("run", "show", run["id"])
     assert "finished after the signal" in cli("run", "logs", run["id"]).stdout
 
 
