@@ -27,4 +27,10 @@ if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q "${missing[@]}" >/dev/null 2>&1; } \
     || echo "services: could not install ${missing[*]}"
 fi
+# The dashboard's browser tests drive the system Chromium (never a downloaded browser build).
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+  echo "services: installing chromium for the dashboard's browser tests"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "services: could not install chromium; the browser tests will fail"
+fi
 exit 0

@@ -53,6 +53,7 @@ RULES: dict[tuple[str, str], Scope] = {
     ("POST", "/api/v1/tokens"): Scope.ADMIN,
     ("GET", "/api/v1/tokens"): Scope.ADMIN,
     ("DELETE", "/api/v1/tokens/{token}"): Scope.ADMIN,
+    ("GET", "/api/v1/audit"): Scope.READ,
     ("GET", "/api/v1/pools"): Scope.READ,
     ("GET", "/api/v1/pools/{name}"): Scope.READ,
     ("PUT", "/api/v1/pools/{name}"): Scope.ADMIN,

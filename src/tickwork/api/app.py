@@ -8,11 +8,12 @@ from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from tickwork import __version__
+from tickwork.api.audit import AuditTrail
 from tickwork.api.auth import Security, install_auth, requires
 from tickwork.api.deps import check_parameters
 from tickwork.api.errors import install_error_handlers
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
-from tickwork.api.routers import backfills, health, pools, read, tokens, write
+from tickwork.api.routers import audit, backfills, health, pools, read, tokens, write
 from tickwork.api.schemas import ErrorRead
 from tickwork.api.text import mark_parameters
 from tickwork.app.services import Services
@@ -81,6 +82,8 @@ def create_app(
     _publish_text_rule(app)
     install_error_handlers(app)
     install_auth(app, security or Security.over(services))
+    if role != "read":  # a read-only API writes nothing, so it has nothing to audit
+        app.add_middleware(AuditTrail, store=services.store, prefix=API_PREFIX)
     # Outermost: an oversize body is refused before auth, parsing or any write.
     app.add_middleware(BodyLimit, max_bytes=max_body)
     return app
@@ -91,6 +94,7 @@ def create_app(
 _ROUTERS: tuple[tuple[APIRouter, tuple[str, ...], Scope], ...] = (
     (write.router, ("write", "all"), Scope.WRITE),
     (read.router, ("read", "all"), Scope.READ),
+    (audit.router, ("read", "all"), Scope.READ),
     (pools.read_router, ("read", "all"), Scope.READ),
     (tokens.router, ("write", "all"), Scope.ADMIN),
     (pools.admin_router, ("write", "all"), Scope.ADMIN),

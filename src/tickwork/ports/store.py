@@ -34,6 +34,7 @@ from tickwork.ports.records import (
     TaskKey,
     TimeWindow,
 )
+from tickwork.ports.web import AuditLog, DashboardReads, WebSessionStore
 
 
 class Store(
@@ -44,6 +45,11 @@ class Store(
     PoolStore,
     WorkerRegistry,
     BackfillStore,
+    PoolStore,
+    WorkerRegistry,
+    AuditLog,
+    WebSessionStore,
+    DashboardReads,
     Protocol,
 ):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.

@@ -18,6 +18,7 @@ from tickwork.api.auth import Security
 from tickwork.app.services import Services, utc_now
 from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
+from tickwork.dashboard import end_streams_on_exit, with_dashboard
 from tickwork.ports import Store
 from tickwork.store import open_store
 
@@ -35,11 +36,14 @@ def refusal(role: Role) -> str | None:
 
 
 def read_app(store: Store) -> FastAPI:
-    """The read routers over ``store``. Never writes: tokens are not touched on use, so the
-    store may be a read replica. The broker is a placeholder no read route uses."""
+    """The read routers over ``store``, and the dashboard without its actions. The API never
+    writes: tokens are not touched on use, so the store may be a read replica (a dashboard
+    sign-in writes its session, so it needs the primary). The broker is a placeholder no
+    read route uses."""
     services = Services(store, MemoryBroker())
     security = Security(TokenService(store, utc_now, touch=False), store)
-    return create_app(services, security=security, role="read")
+    app = create_app(services, security=security, role="read")
+    return with_dashboard(app, services, writable=False)
 
 
 async def serve_read_api(database_url: str, host: str, port: int) -> None:
@@ -47,16 +51,28 @@ async def serve_read_api(database_url: str, host: str, port: int) -> None:
     follows its primary, which `tickwork up` migrates."""
     store = await open_store(database_url)
     try:
+        app = read_app(store)
         config = uvicorn.Config(
-            read_app(store),
+            app,
             host=host,
             port=port,
             log_level="warning",
             access_log=False,
             lifespan="off",
         )
-        log.info("tickwork read API is up: http://%s:%d", host, port)
-        await uvicorn.Server(config).serve()
+        log.info(
+            "tickwork read API is up: http://%s:%d (dashboard: http://%s:%d/)",
+            host,
+            port,
+            host,
+            port,
+        )
+        server = uvicorn.Server(config)
+        streams = asyncio.create_task(end_streams_on_exit(app, lambda: server.should_exit))
+        try:
+            await server.serve()
+        finally:
+            streams.cancel()
     finally:
         await store.close()
 

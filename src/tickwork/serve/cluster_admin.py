@@ -19,6 +19,7 @@ from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_signals import RedisCancelSignals
 from tickwork.coordination import open_leases
 from tickwork.core.errors import TickworkError
+from tickwork.dashboard import end_streams_on_exit, with_dashboard
 from tickwork.ports import Lease, WorkerInfo
 from tickwork.serve.cluster import guard_of, log, open_cluster_store, until_stopped, utcnow
 from tickwork.store import SqlStore
@@ -40,6 +41,7 @@ async def serve_api(settings: Settings, role: Role, stop: asyncio.Event) -> None
     )
     ttl = timedelta(seconds=settings.idempotency_ttl)
     app = create_app(services, security=Security.over(services, idempotency_ttl=ttl), role=role)
+    with_dashboard(app, services, writable=role != "read")
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -49,12 +51,17 @@ async def serve_api(settings: Settings, role: Role, stop: asyncio.Event) -> None
         lifespan="off",
     )
     server = uvicorn.Server(config)
-    log.info("tickwork API (%s) is up: http://%s:%d", role, settings.host, settings.port)
+    log.info(
+        "tickwork API (%s) is up: http://%s:%d (dashboard: http://%s:%d/)",
+        role, settings.host, settings.port, settings.host, settings.port,
+    )  # fmt: skip
     work = asyncio.create_task(server.serve(), name="api")
+    streams = asyncio.create_task(end_streams_on_exit(app, lambda: server.should_exit))
     try:
         await until_stopped(stop, work)
     finally:
         server.should_exit = True
+        await asyncio.gather(streams, return_exceptions=True)
         await asyncio.gather(work, return_exceptions=True)
         await cancels.close()
         await broker.close()

@@ -29,9 +29,10 @@ from tickwork.broker.memory import MemoryBroker
 from tickwork.broker.signals import MemoryCancelSignals
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
+from tickwork.dashboard import end_streams_on_exit, with_dashboard
 from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
-from tickwork.ports import Completion, Runner, Store
+from tickwork.ports import Completion, Runner, Store, WorkerInfo
 from tickwork.scheduler.history import HistoryConfig, maintain_history
 from tickwork.scheduler.loop import Scheduler
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
@@ -161,9 +162,16 @@ def wire(
 
 
 def api_app(rt: Embedded, settings: Settings) -> FastAPI:
-    """The HTTP API over the runtime's services; idempotency keys live ``idempotency_ttl``."""
+    """The HTTP API over the runtime's services (idempotency keys live ``idempotency_ttl``),
+    with the dashboard at ``/``, which shows the in-process worker pool as a worker."""
     ttl = timedelta(seconds=settings.idempotency_ttl)
-    return create_app(rt.services, security=Security.over(rt.services, idempotency_ttl=ttl))
+    app = create_app(rt.services, security=Security.over(rt.services, idempotency_ttl=ttl))
+    local = WorkerInfo(
+        id=f"{socket.gethostname()}:{os.getpid()}", hostname=socket.gethostname(),
+        pid=os.getpid(), queues=settings.queues, concurrency=settings.concurrency,
+        started_at=utcnow(), heartbeat_at=utcnow(),
+    )  # fmt: skip
+    return with_dashboard(app, rt.services, local_worker=local)
 
 
 def _wake_if_needed(scheduler: Scheduler, outcomes: Sequence[Outcome], done: Completion) -> None:
@@ -210,8 +218,9 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
     orphans = await recover_orphans(rt, utcnow())
     if orphans:
         log.warning("recovered %d task run(s) left running by a previous process", orphans)
+    app = api_app(rt, settings)
     config = uvicorn.Config(
-        api_app(rt, settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level="warning",
@@ -231,8 +240,11 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
     }
     for task in background:
         task.add_done_callback(lambda t: _stop_on_crash(t, server))
+    streams = asyncio.create_task(end_streams_on_exit(app, lambda: server.should_exit))
     log.info(
-        "tickwork is up: http://%s:%d  (data: %s, workers: %d)",
+        "tickwork is up: http://%s:%d  (dashboard: http://%s:%d/, data: %s, workers: %d)",
+        settings.host,
+        settings.port,
         settings.host,
         settings.port,
         settings.data_dir,
@@ -242,6 +254,7 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
         try:
             await server.serve()
         finally:
+            streams.cancel()
             await rt.pool.drain(settings.grace_for(EMBEDDED_GRACE))
             await rt.hooks.close(HOOKS_GRACE)
             await rt.callback_errors.flush(HOOKS_GRACE)

@@ -441,6 +441,33 @@ fences = sa.Table(
     sa.Column("name", sa.String(100), primary_key=True),
     sa.Column("token", sa.BigInteger, nullable=False),
 )
+# Every action taken through the API or the dashboard (store/web.py). Ids sort by time.
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    _ts("at", nullable=False),
+    sa.Column("token_id", sa.String(32), nullable=False),
+    sa.Column("token_name", NAME, nullable=False),
+    sa.Column("source", sa.String(20), nullable=False),
+    sa.Column("action", sa.String(100), nullable=False),
+    sa.Column("target", sa.String(500), nullable=False),
+    sa.Column("detail", sa.JSON, nullable=False),
+    sa.Column("outcome", sa.String(20), nullable=False),
+)
+sa.Index("ix_audit_log_token_name_id", audit_log.c.token_name, audit_log.c.id)
+
+# Dashboard sign-ins: the SHA-256 of the cookie's secret, the token it acts as, its CSRF token.
+web_sessions = sa.Table(
+    "web_sessions",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("token_id", sa.String(32), nullable=False),
+    sa.Column("csrf", sa.String(64), nullable=False),
+    _ts("created_at", nullable=False),
+    _ts("expires_at", nullable=False),
+)
+sa.Index("ix_web_sessions_expires_at", web_sessions.c.expires_at)
 
 #: Children first, so deleting in this order never trips a foreign key.
 TABLES_CHILDREN_FIRST = (
@@ -459,4 +486,6 @@ TABLES_CHILDREN_FIRST = (
     run_keys,
     backfill_runs,
     backfills,
+    audit_log,
+    web_sessions,
 )

@@ -34,6 +34,7 @@ from tickwork.store import dispatch, fences, jobs, leases, logs, migrate, pg_dis
 from tickwork.store import runs as run_queries
 from tickwork.store.backfills import SqlBackfillMethods
 from tickwork.store.common import conflict_from
+from tickwork.store.dashboard_reads import SqlDashboardReads
 from tickwork.store.engine import Engines, create_engines
 from tickwork.store.fences import SqlFenceMethods
 from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
@@ -43,6 +44,7 @@ from tickwork.store.pools import SqlPoolMethods
 from tickwork.store.retention import SqlHistoryMethods
 from tickwork.store.schema import TABLES_CHILDREN_FIRST, on_dialect
 from tickwork.store.tokens import SqlTokenMethods
+from tickwork.store.web import SqlWebMethods
 from tickwork.store.workers import SqlWorkerMethods
 
 T = TypeVar("T")
@@ -69,6 +71,8 @@ class SqlStore(
     SqlHistoryMethods,
     SqlBackfillMethods,
     SqlFenceMethods,
+    SqlWebMethods,
+    SqlDashboardReads,
 ):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 

@@ -1,0 +1,163 @@
+"""Jobs, one job, a workflow's grid, and the calendar of upcoming fires."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+import yaml
+from starlette.responses import Response
+
+from tickwork.api.schemas import JobRead
+from tickwork.core.errors import ValidationError
+from tickwork.core.layout import layout
+from tickwork.core.model import Job, Schedule, ScheduleKind
+from tickwork.core.schedule import upcoming
+from tickwork.dashboard.context import Ctx
+from tickwork.dashboard.svg import dag_of_job
+from tickwork.dashboard.words import dst_change
+from tickwork.ports import JobFilter
+
+JOBS_PER_PAGE = 50
+STRIP_RUNS = 20
+GRID_RUNS = 25
+GRID_MAX_RUNS = 100
+CALENDAR_DAYS = 7
+CALENDAR_ROWS = 200
+#: Fires of one schedule counted per hour of the forecast (every minute is 60 an hour).
+FIRES_PER_SCHEDULE = CALENDAR_DAYS * 24 * 60
+
+
+async def jobs(ctx: Ctx) -> Response:
+    state = ctx.query("state")
+    kind = ctx.query("kind")
+    if state not in (None, "paused", "active"):
+        raise ValidationError("state", "must be paused or active")
+    where = JobFilter(
+        name_prefix=ctx.query("q"),
+        tag=ctx.query("tag"),
+        paused=None if state is None else state == "paused",
+        schedule_kind=kind,
+    )
+    page = await ctx.services.list_jobs(limit=JOBS_PER_PAGE, after=ctx.query("after"), where=where)
+    strips = await ctx.store.recent_run_states([j.id for j in page.jobs], STRIP_RUNS)
+    return await ctx.page(
+        "jobs.html",
+        title="Jobs",
+        nav="jobs",
+        jobs=page.jobs,
+        next_after=page.next_after,
+        strips={k: list(reversed(v)) for k, v in strips.items()},
+        filters={
+            "q": ctx.query("q") or "",
+            "tag": ctx.query("tag") or "",
+            "state": state or "",
+            "kind": kind or "",
+        },
+    )
+
+
+def definition_yaml(job: Job) -> str:
+    """The job as the API shows it (so whatever the API masks stays masked), in YAML."""
+    data = JobRead.model_validate(job).model_dump(mode="json", exclude_none=True)
+    for bookkeeping in ("id", "created_at", "updated_at", "next_fire_at", "last_fire_at"):
+        data.pop(bookkeeping, None)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+async def job(ctx: Ctx) -> Response:
+    name = ctx.request.path_params["name"]
+    found = await ctx.services.get_job(name)
+    fires = await ctx.services.upcoming(name, 10)
+    history = await ctx.services.list_runs(job=name, limit=20)
+    return await ctx.page(
+        "job.html",
+        title=f"Job {name}",
+        nav="jobs",
+        job=found,
+        definition=definition_yaml(found),
+        fires=[(f, dst_change(f, found.schedule.timezone)) for f in fires],
+        history=history.runs,
+        graph=dag_of_job(found) if len(found.tasks) > 1 else None,
+    )
+
+
+async def grid(ctx: Ctx) -> Response:
+    name = ctx.request.path_params["name"]
+    found = await ctx.services.get_job(name)
+    count = _int(ctx.query("runs"), GRID_RUNS, GRID_MAX_RUNS, "runs")
+    columns = await ctx.store.grid(found.id, count)
+    tasks = _topological(found)
+    seen = {t for c in columns for t in c.cells}
+    tasks += sorted(seen - set(tasks))  # tasks of older definitions
+    return await ctx.page(
+        "grid.html", title=f"Grid of {name}", nav="jobs", job=found, columns=columns,
+        tasks=tasks, count=count,
+    )  # fmt: skip
+
+
+def _topological(job: Job) -> list[str]:
+    names = [t.name for t in job.tasks]
+    placed = layout(names, {t.name: t.upstream for t in job.tasks}).nodes
+    return sorted(names, key=lambda n: (placed[n].layer, placed[n].y))
+
+
+def _int(raw: str | None, default: int, maximum: int, name: str) -> int:
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+        raise ValidationError(name, f"must be a whole number from 1 to {maximum}")
+    return int(raw)
+
+
+async def calendar(ctx: Ctx) -> Response:
+    hour0 = ctx.now.replace(minute=0, second=0, microsecond=0)
+    end = hour0 + timedelta(days=CALENDAR_DAYS)
+    load: Counter[datetime] = Counter()
+    rows: list[tuple[datetime, Job, bool]] = []
+    after: str | None = None
+    while True:  # every live cron job, a thousand at a time
+        page = await ctx.services.list_jobs(
+            limit=1000, after=after, where=JobFilter(schedule_kind=ScheduleKind.CRON.value)
+        )
+        for j in page.jobs:
+            _plan(j, hour0, end, load, rows)
+        if page.next_after is None:
+            break
+        after = page.next_after
+    rows.sort(key=lambda r: (r[0], r[1].name))
+    peak = max(load.values(), default=0)
+    hours = [hour0 + timedelta(hours=h) for h in range(CALENDAR_DAYS * 24)]
+    return await ctx.page(
+        "calendar.html", title="Calendar", nav="calendar", rows=rows[:CALENDAR_ROWS],
+        more=max(0, len(rows) - CALENDAR_ROWS), hours=hours, load=load, peak=peak,
+        days=[hour0 + timedelta(days=d) for d in range(CALENDAR_DAYS)],
+    )  # fmt: skip
+
+
+def _plan(j: Job, hour0: datetime, end: datetime, load: Counter[datetime], rows: list[Any]) -> None:
+    if j.next_fire_at is None or j.next_fire_at >= end:
+        return
+    per_hour, first = _fires(j.schedule, hour0)
+    if not j.paused:
+        load.update(per_hour)
+    rows.extend((f, j, dst_change(f, j.schedule.timezone)) for f in first)
+
+
+@lru_cache(maxsize=4096)
+def _fires(schedule: Schedule, hour0: datetime) -> tuple[Counter[datetime], list[datetime]]:
+    """Fires of one schedule in the week from ``hour0``, counted per hour, and the first few.
+    Cached by (schedule, hour): 2,000 jobs usually share a few dozen schedules."""
+    end = hour0 + timedelta(days=CALENDAR_DAYS)
+    fires: list[datetime] = []
+    after = hour0
+    while len(fires) < FIRES_PER_SCHEDULE:  # in steps, so a yearly job stops after one
+        step = upcoming(schedule, after, 120)
+        fires.extend(f for f in step if f < end)
+        if len(step) < 120 or step[-1] >= end:
+            break
+        after = step[-1]
+    per_hour = Counter(f.replace(minute=0, second=0, microsecond=0) for f in fires)
+    return per_hour, fires[:20]

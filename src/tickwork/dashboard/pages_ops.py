@@ -1,0 +1,124 @@
+"""Overview, workers and queues, pools, the audit log, and the site-wide live feed."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+from starlette.responses import Response, StreamingResponse
+
+from tickwork.app.services import utc_now
+from tickwork.core.errors import ValidationError
+from tickwork.dashboard.context import Ctx
+from tickwork.dashboard.events import RETRY_MS, next_event, sse
+from tickwork.dashboard.svg import state_bars
+
+LEASE = "scheduler"
+DEAD_LETTER_CAP = 10_000
+FAILING_ROWS = 10
+LATENESS_SAMPLE = 2000
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def overview(ctx: Ctx) -> Response:
+    store, now = ctx.store, ctx.now
+    hour, day = (await store.run_state_counts(now - timedelta(hours=1)),
+                 await store.run_state_counts(now - timedelta(days=1)))  # fmt: skip
+    lateness = sorted(await store.start_lateness(now - timedelta(hours=1), LATENESS_SAMPLE))
+    depths = await store.queue_depths()
+    queues: dict[str, dict[str, Any]] = defaultdict(lambda: {"depth": 0, "oldest": None})
+    for d in depths:
+        q = queues[d.queue]
+        q["depth"] += d.depth
+        if d.oldest_queued_at and (q["oldest"] is None or d.oldest_queued_at < q["oldest"]):
+            q["oldest"] = d.oldest_queued_at
+    return await ctx.page(
+        "overview.html",
+        title="Overview",
+        nav="overview",
+        hour_bars=state_bars({c.state: c.count for c in hour}, "Runs by state, last hour"),
+        day_bars=state_bars({c.state: c.count for c in day}, "Runs by state, last 24 hours"),
+        p50=_quantile(lateness, 0.5),
+        p99=_quantile(lateness, 0.99),
+        samples=len(lateness),
+        queues=sorted(queues.items()),
+        workers=await ctx.site.workers(now),
+        lease=await store.get_lease(LEASE),
+        embedded=ctx.site.local_worker is not None,
+        dead=await store.dead_letter_count(DEAD_LETTER_CAP),
+        dead_cap=DEAD_LETTER_CAP,
+        failing=await store.failing_now(now - timedelta(hours=1), FAILING_ROWS),
+    )
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+async def workers(ctx: Ctx) -> Response:
+    found = await ctx.site.workers(ctx.now)
+    running = await ctx.store.running_task_runs(500)
+    by_worker: dict[str, list[Any]] = defaultdict(list)
+    for tr in running:
+        by_worker[tr.worker_id or ""].append(tr)
+    return await ctx.page(
+        "workers.html",
+        title="Workers and queues",
+        nav="workers",
+        workers=found,
+        by_worker=by_worker,
+        running=running,
+        depths=await ctx.store.queue_depths(),
+    )
+
+
+async def pools(ctx: Ctx) -> Response:
+    return await ctx.page(
+        "pools.html",
+        title="Pools",
+        nav="pools",
+        pools=await ctx.store.list_pools(),
+        waiting=await ctx.store.pool_waiting(),
+    )
+
+
+async def audit(ctx: Ctx) -> Response:
+    cursor = ctx.query("cursor")
+    token_name = ctx.query("token")
+    if cursor is not None and not cursor.isalnum():
+        raise ValidationError("cursor", "is not a cursor returned by a previous page")
+    page = await ctx.store.list_audit(limit=50, cursor=cursor, token_name=token_name)
+    return await ctx.page(
+        "audit.html", title="Audit log", nav="audit", page=page, token_name=token_name or ""
+    )
+
+
+async def site_events(ctx: Ctx) -> Response:
+    """The live feed of list pages: one ``changed`` event whenever runs start, end or fail."""
+    store, hub = ctx.store, ctx.site.hub
+
+    async def probe(last: Any) -> tuple[Any, Any]:
+        digest = json.dumps(await store.change_digest(), default=str)
+        # The first probe only learns the state: the page was rendered just before.
+        return digest, (None if last is None or digest == last else digest)
+
+    async def stream() -> AsyncIterator[str]:
+        yield f"retry: {RETRY_MS}\n\n"
+        async with hub.subscribe("site", "changed", probe) as queue:
+            while True:
+                event = await next_event(queue)
+                if event is None:
+                    if utc_now() > ctx.visitor.session.expires_at:
+                        return  # the sign-in expired: the browser reconnects to a 401
+                    yield ": ping\n\n"
+                    continue
+                if event.kind == "close":
+                    return
+                yield sse(event.kind, "" if event.data is None else str(event.data))
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -1,0 +1,209 @@
+"""Bounded read queries for the dashboard's pages (``DashboardReads``).
+
+Each query reads through an index range with a limit, so a page costs the same with 100,000
+runs as with 100: counts are capped, lists are keyset pages, and history is reached through
+the newest runs of the (job,) logical date index, never by scanning task runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tickwork.core.model import Run, TaskRun, TaskRunState
+from tickwork.ports.web import GridColumn, QueueDepth, StateCount
+from tickwork.store.rows import run_from_row, task_run_from_row
+from tickwork.store.schema import runs, task_runs
+
+T = TypeVar("T")
+FAILED = TaskRunState.FAILED.value
+#: How many of the newest runs the lateness figures are computed over.
+LATENESS_RUNS = 500
+
+
+class SqlDashboardReads:
+    """The ``DashboardReads`` port of ``SqlStore``: each method is one read transaction."""
+
+    if TYPE_CHECKING:
+
+        async def _read(self, work: Callable[[Connection], T]) -> T: ...
+
+    async def run_state_counts(self, since: datetime) -> list[StateCount]:
+        return await self._read(lambda conn: run_state_counts(conn, since))
+
+    async def queue_depths(self) -> list[QueueDepth]:
+        return await self._read(queue_depths)
+
+    async def failing_now(self, since: datetime, limit: int) -> list[TaskRun]:
+        return await self._read(lambda conn: failing_now(conn, since, limit))
+
+    async def start_lateness(self, since: datetime, limit: int) -> list[float]:
+        return await self._read(lambda conn: start_lateness(conn, since, limit))
+
+    async def recent_run_states(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[Run]]:
+        return await self._read(lambda conn: recent_run_states(conn, job_ids, per_job))
+
+    async def grid(self, job_id: str, runs: int) -> list[GridColumn]:
+        return await self._read(lambda conn: grid(conn, job_id, runs))
+
+    async def running_task_runs(self, limit: int) -> list[TaskRun]:
+        return await self._read(lambda conn: running_task_runs(conn, limit))
+
+    async def pool_waiting(self) -> dict[str, int]:
+        return await self._read(pool_waiting)
+
+    async def dead_letter_count(self, cap: int) -> int:
+        return await self._read(lambda conn: dead_letter_count(conn, cap))
+
+    async def change_digest(self) -> tuple[Any, ...]:
+        return await self._read(change_digest)
+
+    async def run_digest(self, run_id: str) -> tuple[Any, ...]:
+        return await self._read(lambda conn: run_digest(conn, run_id))
+
+
+def run_state_counts(conn: Connection, since: datetime) -> list[StateCount]:
+    # By logical date: the (logical_date, id) index bounds the range read.
+    query = (
+        sa.select(runs.c.state, sa.func.count())
+        .where(runs.c.logical_date >= since)
+        .group_by(runs.c.state)
+    )
+    return [StateCount(state, int(n)) for state, n in conn.execute(query)]
+
+
+def queue_depths(conn: Connection) -> list[QueueDepth]:
+    query = (
+        sa.select(
+            task_runs.c.queue,
+            task_runs.c.priority,
+            sa.func.count(),
+            sa.func.min(task_runs.c.queued_at),
+        )
+        .where(task_runs.c.state == TaskRunState.QUEUED.value)
+        .group_by(task_runs.c.queue, task_runs.c.priority)
+        .order_by(task_runs.c.queue, task_runs.c.priority.desc())
+    )
+    found = []
+    for queue, priority, depth, oldest in conn.execute(query):
+        found.append(QueueDepth(queue, int(priority), int(depth), _stamp(oldest)))
+    return found
+
+
+def failing_now(conn: Connection, since: datetime, limit: int) -> list[TaskRun]:
+    query = (
+        sa.select(task_runs)
+        .where(task_runs.c.state == FAILED, task_runs.c.finished_at >= since)
+        .order_by(task_runs.c.finished_at.desc(), task_runs.c.id.desc())
+        .limit(limit)
+    )
+    return [task_run_from_row(r) for r in conn.execute(query).mappings()]
+
+
+def start_lateness(conn: Connection, since: datetime, limit: int) -> list[float]:
+    newest = (
+        sa.select(runs.c.id)
+        .where(runs.c.logical_date >= since)
+        .order_by(runs.c.logical_date.desc(), runs.c.id.desc())
+        .limit(min(limit, LATENESS_RUNS))
+        .subquery()
+    )
+    query = sa.select(task_runs.c.due_at, task_runs.c.started_at).where(
+        task_runs.c.run_id.in_(sa.select(newest.c.id)), task_runs.c.started_at.is_not(None)
+    )
+    return [
+        max(0.0, (started - due).total_seconds())
+        for due, started in ((_stamp(d), _stamp(s)) for d, s in conn.execute(query.limit(limit)))
+        if due is not None and started is not None
+    ]
+
+
+def recent_run_states(
+    conn: Connection, job_ids: Sequence[str], per_job: int
+) -> dict[str, list[Run]]:
+    found: dict[str, list[Run]] = {}
+    for job_id in job_ids:
+        # One backward range of (job_id, logical_date, id) each: per_job index entries.
+        query = (
+            sa.select(runs)
+            .where(runs.c.job_id == job_id)
+            .order_by(runs.c.logical_date.desc(), runs.c.id.desc())
+            .limit(per_job)
+        )
+        found[job_id] = [run_from_row(r) for r in conn.execute(query).mappings()]
+    return found
+
+
+def grid(conn: Connection, job_id: str, count: int) -> list[GridColumn]:
+    query = (
+        sa.select(runs)
+        .where(runs.c.job_id == job_id)
+        .order_by(runs.c.logical_date.desc(), runs.c.id.desc())
+        .limit(count)
+    )
+    newest = [run_from_row(r) for r in conn.execute(query).mappings()]
+    cells: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)
+    if newest:
+        trs = sa.select(
+            task_runs.c.id, task_runs.c.run_id, task_runs.c.task_name, task_runs.c.state
+        ).where(task_runs.c.run_id.in_([r.id for r in newest]))
+        for tr_id, run_id, task, state in conn.execute(trs):
+            cells[run_id][task] = (tr_id, state)
+    return [GridColumn(run=r, cells=cells[r.id]) for r in reversed(newest)]
+
+
+def running_task_runs(conn: Connection, limit: int) -> list[TaskRun]:
+    query = (
+        sa.select(task_runs)
+        .where(task_runs.c.state == TaskRunState.RUNNING.value)
+        .order_by(task_runs.c.heartbeat_at, task_runs.c.id)
+        .limit(limit)
+    )
+    return [task_run_from_row(r) for r in conn.execute(query).mappings()]
+
+
+def pool_waiting(conn: Connection) -> dict[str, int]:
+    query = (
+        sa.select(task_runs.c.pool, sa.func.count())
+        .where(
+            task_runs.c.pool.is_not(None),
+            task_runs.c.state == TaskRunState.SCHEDULED.value,
+        )
+        .group_by(task_runs.c.pool)
+    )
+    return {pool: int(n) for pool, n in conn.execute(query)}
+
+
+def dead_letter_count(conn: Connection, cap: int) -> int:
+    capped = sa.select(task_runs.c.id).where(task_runs.c.state == FAILED).limit(cap).subquery()
+    return int(conn.scalar(sa.select(sa.func.count()).select_from(capped)) or 0)
+
+
+def change_digest(conn: Connection) -> tuple[Any, ...]:
+    newest = conn.scalar(sa.select(sa.func.max(runs.c.id)))
+    active = conn.execute(
+        sa.select(runs.c.state, sa.func.count())
+        .where(runs.c.state.in_(("queued", "running")))
+        .group_by(runs.c.state)
+        .order_by(runs.c.state)
+    ).all()
+    return (newest, tuple((s, int(n)) for s, n in active), dead_letter_count(conn, 1000))
+
+
+def run_digest(conn: Connection, run_id: str) -> tuple[Any, ...]:
+    query = (
+        sa.select(task_runs.c.id, task_runs.c.state, task_runs.c.attempt)
+        .where(task_runs.c.run_id == run_id)
+        .order_by(task_runs.c.id)
+    )
+    return tuple((i, s, int(a)) for i, s, a in conn.execute(query))
+
+
+def _stamp(value: datetime | None) -> datetime | None:
+    # min() keeps its column's type, so SQLAlchemy already made these aware UTC datetimes.
+    return value
