@@ -45,8 +45,6 @@ class Store(
     PoolStore,
     WorkerRegistry,
     BackfillStore,
-    PoolStore,
-    WorkerRegistry,
     AuditLog,
     WebSessionStore,
     DashboardReads,
