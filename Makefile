@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit services bench bench-peers clean
+.PHONY: run test lint typecheck unit chaos services bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,10 @@ services:
 	./scripts/services.sh
 
 unit: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not chaos" $(PYTEST_ARGS)
+
+chaos: $(STAMP) services
+	$(BIN)/pytest -m chaos $(PYTEST_ARGS)
 
 test: $(STAMP) services lint typecheck unit
 

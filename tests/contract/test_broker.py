@@ -1,8 +1,10 @@
-"""One suite for every Broker: MemoryBroker and RedisStreamsBroker (on a real Redis)."""
+"""One suite for every Broker: MemoryBroker, RedisStreamsBroker (on a real Redis) and
+RabbitMQBroker (on the shared RabbitMQ, queues of a prefix of the test's own)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -12,7 +14,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.helpers import eventually
+from tests.rabbitmq_server import delete_queues
+from tests.rabbitmq_server import shared_url as rabbitmq_url
 from tickwork.broker.memory import MemoryBroker
+from tickwork.broker.rabbitmq import RabbitMQBroker
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.ports import Broker, Delivery
 
@@ -45,7 +50,7 @@ async def redis_blocked(url: str, broker: RedisStreamsBroker) -> bool:
     return any(c["name"] == name and "b" in c["flags"] for c in clients)
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "rabbitmq"])
 async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     if request.param == "memory":
         memory = MemoryBroker()
@@ -56,8 +61,19 @@ async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
         yield Harness(memory, waiting)
         await memory.close()
         return
+    if request.param == "rabbitmq":
+        prefix = f"test-{os.urandom(4).hex()}"
+        rabbit = RabbitMQBroker(rabbitmq_url(), prefix=prefix)
+
+        async def rabbit_waiting() -> bool:
+            return rabbit.waiting_consumers > 0
+
+        yield Harness(rabbit, rabbit_waiting)
+        await rabbit.close()
+        await delete_queues(rabbitmq_url(), prefix, ["default", "a", "b", "c", "q"])
+        return
     url: str = request.getfixturevalue("redis_url")
-    prefix: str = request.getfixturevalue("redis_prefix")
+    prefix = request.getfixturevalue("redis_prefix")
     broker = RedisStreamsBroker(url, prefix=prefix)
     yield Harness(broker, lambda: redis_blocked(url, broker))
     await broker.close()

@@ -1,8 +1,9 @@
-"""One suite for every CancelSignals: in memory and over Redis (a real server)."""
+"""One suite for every CancelSignals: in memory, over Redis and over RabbitMQ (real servers)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
@@ -11,7 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.helpers import eventually
+from tests.rabbitmq_server import delete_cancel_stream
+from tests.rabbitmq_server import shared_url as rabbitmq_url
 from tests.redis_server import PrivateRedis
+from tickwork.broker.rabbitmq_signals import RabbitMQCancelSignals
 from tickwork.broker.redis_keys import RedisKeys
 from tickwork.broker.redis_signals import RedisCancelSignals
 from tickwork.broker.signals import MemoryCancelSignals
@@ -40,7 +44,7 @@ async def redis_key_gone(url: str, key: str) -> None:
         await client.aclose()
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "rabbitmq"])
 async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     if request.param == "memory":
         clock = FakeMonotonic()
@@ -51,6 +55,17 @@ async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
         memory = MemoryCancelSignals(ttl=0.3, clock=clock)
         yield Harness(memory, advance)
         await memory.close()
+        return
+    if request.param == "rabbitmq":
+        rabbit_prefix = f"test-{os.urandom(4).hex()}"
+        rabbit = RabbitMQCancelSignals(rabbitmq_url(), prefix=rabbit_prefix, ttl=0.3)
+
+        async def aged(_: TaskKey) -> None:
+            await asyncio.sleep(0.4)  # older than the ttl: what a listener is told to skip
+
+        yield Harness(rabbit, aged)
+        await rabbit.close()
+        await delete_cancel_stream(rabbitmq_url(), rabbit_prefix)
         return
     url: str = request.getfixturevalue("redis_url")
     prefix: str = request.getfixturevalue("redis_prefix")

@@ -1,6 +1,6 @@
 """Who wrote what: an audit trigger the acceptance tests install in their own database.
 
-Every insert, update and delete of ``jobs``, ``runs``, ``task_runs`` and ``leases`` is
+Every insert, update and delete of ``jobs``, ``runs``, ``task_runs``, ``leases`` and ``fences`` is
 recorded with PostgreSQL's clock and the writing connection's ``application_name``, which
 each tickwork process of ``tests/e2e/cluster.py`` sets to its own name (``scheduler-1``,
 ``worker-0``, …). Heartbeats (updates of ``heartbeat_at`` alone) are left out.
@@ -46,7 +46,11 @@ BEGIN
     RETURN NULL;
 END $$;
 """
-TABLES = ("jobs", "runs", "task_runs", "leases")
+TABLES = ("jobs", "runs", "task_runs", "leases", "fences")
+#: Where an epoch begins: the lease row, or (a lease held in etcd or ZooKeeper) the fence row,
+#: whose token changes only when a new leader checks in (an update to the same token changes
+#: nothing, and is not recorded).
+EPOCH_TABLES = ("leases", "fences")
 
 
 def install(sql: Sql) -> None:
@@ -83,7 +87,7 @@ def writes(sql: Sql, *, app: str | None = None, table: str | None = None) -> lis
 def epochs(sql: Sql) -> list[Write]:
     """The lease writes that began an epoch (a takeover, or a first acquisition)."""
     began: list[Write] = []
-    for w in writes(sql, table="leases"):
+    for w in (w for w in writes(sql) if w.table in EPOCH_TABLES):
         if not began or began[-1].attempt != w.attempt:
             began.append(w)
     return began
@@ -100,7 +104,7 @@ def stale_leader_writes(sql: Sql) -> list[Write]:
     began = epochs(sql)
     stale = []
     for w in writes(sql):
-        if not w.app.startswith("scheduler-") or w.table == "leases":
+        if not w.app.startswith("scheduler-") or w.table in EPOCH_TABLES:
             continue
         current = [e for e in began if e.seq < w.seq]
         if not current or current[-1].app != w.app:

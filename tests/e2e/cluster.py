@@ -12,6 +12,7 @@ write.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -31,6 +32,7 @@ from tests.e2e import audit
 from tests.e2e.conftest import free_port, wait_for
 from tests.pg import ThrowawayPostgres
 from tests.redis_server import PrivateRedis
+from tickwork.coordination import open_leases
 from tickwork.sdk import Client
 
 BIN = Path(sys.executable).parent
@@ -122,6 +124,8 @@ class Cluster:
     timings: Timings = field(default_factory=Timings)
     procs: list[Proc] = field(default_factory=list)
     api_port: int = field(default_factory=free_port)
+    #: More TICKWORK_* settings for every process: another broker or coordination URL.
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def db_url(self) -> str:
@@ -149,7 +153,7 @@ class Cluster:
             "PGAPPNAME": app,
             "PYTHONPATH": str(REPO),  # python tasks import tests.fixtures.ledger_tasks
             "PYTHONUNBUFFERED": "1",
-        }  # fmt: skip
+        } | self.extra_env  # fmt: skip
 
     # -- processes --------------------------------------------------------------------------
 
@@ -239,7 +243,10 @@ class Cluster:
             return cursor.fetchall() if cursor.description else []
 
     def lease(self) -> tuple[str, int, datetime] | None:
-        """The live scheduler lease (holder, epoch, acquired_at), by PostgreSQL's clock."""
+        """The live scheduler lease (holder, epoch, acquired_at), by PostgreSQL's clock (or
+        as etcd or ZooKeeper hold it, with a coordination URL)."""
+        if coordination := self.extra_env.get("TICKWORK_COORDINATION_URL"):
+            return asyncio.run(_external_lease(coordination))
         rows = self.sql(
             "SELECT holder, token, acquired_at FROM leases "
             "WHERE name = 'scheduler' AND expires_at > clock_timestamp()"
@@ -276,6 +283,15 @@ class Cluster:
         except psycopg.Error as exc:
             return f"(PostgreSQL did not answer: {exc})"
         return "\n".join(" ".join(str(v) for v in row) for row in rows)
+
+
+async def _external_lease(url: str) -> tuple[str, int, datetime] | None:
+    leases = open_leases(url)
+    try:
+        lease = await leases.get_lease("scheduler")
+    finally:
+        await leases.close()
+    return None if lease is None else (lease.holder, lease.token, lease.acquired_at)
 
 
 def _read(path: Path) -> str:

@@ -39,7 +39,9 @@ class Settings:
     data_dir: Path = Path(".tickwork")  # `up`'s SQLite file and the first admin.token
     database_url: str = ""  # "": the SQLite file in data_dir; postgresql://… in distributed mode
     redis_url: str = "redis://127.0.0.1:6379/0"
-    redis_prefix: str = "tickwork"
+    redis_prefix: str = "tickwork"  # prefix of Redis keys, and of RabbitMQ queue names
+    # amqp://user:pass@host:5672/vhost: RabbitMQ as the broker; "": Redis at redis_url
+    broker_url: str = ""
     # etcd://host:2379[,…][/prefix] or zookeeper://host:2181[,…]/root: where the scheduler
     # lease is held; "": in PostgreSQL (docs/distributed.md)
     coordination_url: str = ""

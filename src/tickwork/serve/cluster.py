@@ -19,18 +19,17 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from tickwork.app.settings import WORKER_GRACE, Settings
-from tickwork.broker.redis import RedisStreamsBroker
-from tickwork.broker.redis_signals import RedisCancelSignals
 from tickwork.coordination import open_leases
 from tickwork.core.errors import StoreUnavailable
 from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
-from tickwork.ports import LeaseStore, WorkerInfo
+from tickwork.ports import Broker, LeaseStore, WorkerInfo
 from tickwork.runtime.retry import through_outages
 from tickwork.scheduler.ha import HAConfig, HAScheduler, ha_scheduler, holder_id
 from tickwork.scheduler.history import HistoryConfig
 from tickwork.scheduler.loop import SchedulerConfig
 from tickwork.security.ssrf import UrlGuard, parse_allow
+from tickwork.serve.brokers import open_broker, open_cancels
 from tickwork.serve.embedded import BadSetting, runner_guard
 from tickwork.serve.tuning import tune_gc
 from tickwork.store import SqlStore, open_store
@@ -92,7 +91,7 @@ async def until_stopped(stop: asyncio.Event, work: asyncio.Task[None]) -> None:
 def scheduler_replica(
     settings: Settings,
     store: SqlStore,
-    broker: RedisStreamsBroker,
+    broker: Broker,
     hooks: Hooks,
     leases: LeaseStore | None = None,
 ) -> HAScheduler:
@@ -132,7 +131,7 @@ async def keep_campaigning(replica: HAScheduler) -> None:
 
 async def serve_scheduler(settings: Settings, stop: asyncio.Event) -> None:
     store = await open_cluster_store(settings)
-    broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
+    broker = open_broker(settings)
     callback_errors = CallbackErrorLog(store, utcnow)
     hooks = Hooks(url_guard=runner_guard(guard_of(settings)), on_error=callback_errors)
     leases = open_leases(settings.coordination_url) if settings.coordination_url else None
@@ -167,8 +166,8 @@ def worker_id() -> str:
 async def serve_worker(settings: Settings, stop: asyncio.Event) -> None:
     wid = worker_id()
     store = await open_cluster_store(settings)
-    broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix, consumer=wid)
-    cancels = RedisCancelSignals(settings.redis_url, prefix=settings.redis_prefix)
+    broker = open_broker(settings, consumer=wid)
+    cancels = open_cancels(settings)
     guard = runner_guard(guard_of(settings))
     runners = build_runners(http_guard=guard)
     callback_errors = CallbackErrorLog(store, utcnow)

@@ -15,12 +15,11 @@ from tickwork.api.auth import Security
 from tickwork.app.services import Services
 from tickwork.app.settings import Settings
 from tickwork.app.tokens import TokenService
-from tickwork.broker.redis import RedisStreamsBroker
-from tickwork.broker.redis_signals import RedisCancelSignals
 from tickwork.coordination import open_leases
 from tickwork.core.errors import TickworkError
 from tickwork.dashboard import end_streams_on_exit, with_dashboard
-from tickwork.ports import Lease, WorkerInfo
+from tickwork.ports import Broker, Lease, WorkerInfo
+from tickwork.serve.brokers import open_broker, open_cancels
 from tickwork.serve.cluster import guard_of, log, open_cluster_store, until_stopped, utcnow
 from tickwork.store import SqlStore
 
@@ -33,8 +32,8 @@ WORKER_FORGET_AFTER = timedelta(days=1)
 async def serve_api(settings: Settings, role: Role, stop: asyncio.Event) -> None:
     """The HTTP API over PostgreSQL; `now` runs and cancels go straight to Redis."""
     store = await open_cluster_store(settings)
-    broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
-    cancels = RedisCancelSignals(settings.redis_url, prefix=settings.redis_prefix)
+    broker = open_broker(settings)
+    cancels = open_cancels(settings)
     # No wake: the leader polls every second and hands work to Redis ahead of time.
     services = Services(
         store, broker, clock=utcnow, url_guard=guard_of(settings).check, cancels=cancels
@@ -91,7 +90,7 @@ class ClusterStatus:
 
 async def cluster_status(settings: Settings) -> ClusterStatus:
     store = await open_cluster_store(settings)
-    broker = RedisStreamsBroker(settings.redis_url, prefix=settings.redis_prefix)
+    broker = open_broker(settings)
     try:
         now = utcnow()
         lease = await _leader(settings, store)
@@ -118,7 +117,7 @@ async def _leader(settings: Settings, store: SqlStore) -> Lease | None:
         await leases.close()
 
 
-async def _depths(broker: RedisStreamsBroker) -> tuple[dict[str, int] | None, str | None]:
+async def _depths(broker: Broker) -> tuple[dict[str, int] | None, str | None]:
     try:
         return await broker.depths(), None
     except TickworkError as exc:
