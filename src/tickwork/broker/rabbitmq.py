@@ -111,6 +111,7 @@ class RabbitMQBroker:
         self._pending_publishes: set[asyncio.Task[None]] = set()
         self._next_check = 0.0
         self._receipts = 0
+        self._forgot = True  # ForgetfulBroker: nothing is known to be in the queues yet
         self._inflight: dict[str, AbstractIncomingMessage] = {}  # receipt -> message, unacked
         self._closed = False
         self.waiting_consumers = 0  # consume calls waiting right now (for tests)
@@ -144,6 +145,7 @@ class RabbitMQBroker:
                 return
             except aio_pika.exceptions.DeliveryError:  # returned: the queue was deleted
                 self._declared.discard(name)
+                self._forgot = True  # with whatever it held: the store's queue goes again
         log.warning("RabbitMQ returned %s twice; dropped (the store re-sends it)", name)
 
     async def publish_at(self, items: Sequence[tuple[Delivery, datetime]]) -> None:
@@ -305,6 +307,12 @@ class RabbitMQBroker:
             return False
         log.warning("RabbitMQ cancelled the consumer of %s; consuming again", queue)
         return True
+
+    async def forgot(self) -> bool:
+        """``ForgetfulBroker``: True on the first call, and once after a publish found a
+        queue deleted (its messages went with it), so the leader re-sends at once."""
+        forgot, self._forgot = self._forgot, False
+        return forgot
 
     # -- acks and depths ---------------------------------------------------------------------
     async def ack(self, deliveries: Sequence[Delivery]) -> None:
