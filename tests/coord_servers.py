@@ -139,7 +139,7 @@ class PrivateZooKeeper(_Server):
             "clientPortAddress=127.0.0.1\n"
             "admin.enableServer=false\n"
             "maxClientCnxns=0\n"
-            "4lw.commands.whitelist=ruok\n"
+            "4lw.commands.whitelist=ruok,srvr\n"
             "maxSessionTimeout=60000\n"
         )
         return [
@@ -158,7 +158,9 @@ class PrivateZooKeeper(_Server):
     def ready(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as conn:
-                conn.sendall(b"ruok")
-                return conn.recv(8) == b"imok"
+                # Not "ruok": it answers before the server serves sessions; "srvr" says
+                # "not currently serving requests" until it does.
+                conn.sendall(b"srvr")
+                return b"Mode:" in conn.recv(4096)
         except OSError:
             return False

@@ -42,7 +42,7 @@ from tickwork.core.errors import CoordinationUnavailable
 from tickwork.ports import Lease
 
 T = TypeVar("T")
-CONNECT_TIMEOUT = 5.0  # seconds to wait for a session
+CONNECT_TIMEOUT = 10.0  # seconds to wait for a session
 
 log = logging.getLogger("tickwork.coordination.zookeeper")
 
