@@ -13,7 +13,7 @@ from tickwork.api.auth import Security, install_auth, requires
 from tickwork.api.deps import check_parameters
 from tickwork.api.errors import install_error_handlers
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
-from tickwork.api.routers import audit, backfills, health, pools, read, tokens, write
+from tickwork.api.routers import audit, backfills, health, pools, read, tokens, why, write
 from tickwork.api.schemas import ErrorRead
 from tickwork.api.text import mark_parameters
 from tickwork.app.services import Services
@@ -100,6 +100,7 @@ _ROUTERS: tuple[tuple[APIRouter, tuple[str, ...], Scope], ...] = (
     (pools.admin_router, ("write", "all"), Scope.ADMIN),
     (backfills.write_router, ("write", "all"), Scope.WRITE),
     (backfills.read_router, ("read", "all"), Scope.READ),
+    (why.router, ("read", "all"), Scope.READ),
 )
 
 

@@ -18,6 +18,7 @@ from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.pools import PoolService
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
 from tickwork.app.targets import check_targets
+from tickwork.app.why import LeaderProbe, WhyService
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import (
     Job,
@@ -73,8 +74,9 @@ class Services:
     ``wake`` tells the scheduler that new timed work exists (an ``at`` run, a resumed job, a
     retried run) so it re-plans without waiting out its sleep. ``cancels`` tells workers at
     once to stop attempts whose cancellation was requested (without it they learn on their
-    next heartbeat). ``clock``, ``rand`` and ``make_id`` are injected so tests control time
-    and identity.
+    next heartbeat). ``leader`` (distributed mode) tells whether a scheduler holds the lease
+    now, for "why isn't it running?". ``clock``, ``rand`` and ``make_id`` are injected so
+    tests control time and identity.
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class Services:
         make_id: Callable[[], str] = new_id,
         url_guard: Callable[[str], Awaitable[None]] | None = None,
         cancels: CancelSignals | None = None,
+        leader: LeaderProbe | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -99,6 +102,7 @@ class Services:
         self._url_guard = url_guard
         # Pools (operator settings), and the check that jobs name only existing ones.
         self.pools = PoolService(store, clock)
+        self.why = WhyService(store, clock, leader)
         self.backfills = BackfillService(
             store, get_job=self.get_job, clock=clock, make_id=make_id, wake=wake, cancels=cancels
         )

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tickwork.cli import why
 from tickwork.cli.common import (
     DEFAULT_OUTPUT,
     DEFAULT_URL,
@@ -31,6 +32,7 @@ from tickwork.cli.output import (
 from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
+app.command("why")(why.job_why)  # cli/why.py
 app.command("apply")(apply)
 app.command("enqueue")(enqueue)
 

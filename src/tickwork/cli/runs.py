@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from tickwork.cli import why
 from tickwork.cli.common import (
     DEFAULT_OUTPUT,
     DEFAULT_URL,
@@ -21,6 +22,7 @@ from tickwork.core.errors import ValidationError
 from tickwork.sdk import Client, LogChunk, RunDetail, TaskRunInfo
 
 app = typer.Typer(help="Inspect and control runs.", no_args_is_help=True)
+app.command("why")(why.run_why)  # cli/why.py
 
 RunArg = Annotated[str, typer.Argument(help="The run's id.")]
 TaskOption = Annotated[

@@ -35,6 +35,7 @@ from tickwork.ports.records import (
     TimeWindow,
 )
 from tickwork.ports.web import AuditLog, DashboardReads, WebSessionStore
+from tickwork.ports.why import WhyStore
 
 
 class Store(
@@ -48,6 +49,7 @@ class Store(
     AuditLog,
     WebSessionStore,
     DashboardReads,
+    WhyStore,
     Protocol,
 ):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.

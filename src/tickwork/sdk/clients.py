@@ -12,6 +12,7 @@ from tickwork.sdk.admin import AdminOperations
 from tickwork.sdk.backfills import BackfillOperations
 from tickwork.sdk.calls import Call
 from tickwork.sdk.errors import Unreachable
+from tickwork.sdk.insight import InsightOperations
 from tickwork.sdk.jobs import JobOperations
 from tickwork.sdk.runs import RunOperations
 
@@ -22,7 +23,7 @@ def _headers(token: str | None) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {token}"} if token else None
 
 
-class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations):
+class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations, InsightOperations):
     """A synchronous client of one tickwork server. Use it as a context manager, or ``close()``.
 
     ``token`` is a bearer token (``tw_...``); every route but the health checks needs one.
@@ -66,7 +67,9 @@ class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations):
         return call.result(response)
 
 
-class AsyncClient(JobOperations, RunOperations, AdminOperations, BackfillOperations):
+class AsyncClient(
+    JobOperations, RunOperations, AdminOperations, BackfillOperations, InsightOperations
+):
     """An asynchronous client of one tickwork server: ``Client``'s methods, each awaited.
     Use it as an async context manager, or ``await close()``.
 

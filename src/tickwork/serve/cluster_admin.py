@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -36,7 +37,12 @@ async def serve_api(settings: Settings, role: Role, stop: asyncio.Event) -> None
     cancels = open_cancels(settings)
     # No wake: the leader polls every second and hands work to Redis ahead of time.
     services = Services(
-        store, broker, clock=utcnow, url_guard=guard_of(settings).check, cancels=cancels
+        store,
+        broker,
+        clock=utcnow,
+        url_guard=guard_of(settings).check,
+        cancels=cancels,
+        leader=functools.partial(_leader_live, settings, store),
     )
     ttl = timedelta(seconds=settings.idempotency_ttl)
     app = create_app(services, security=Security.over(services, idempotency_ttl=ttl), role=role)
@@ -104,6 +110,12 @@ async def cluster_status(settings: Settings) -> ClusterStatus:
         with contextlib.suppress(Exception):
             await broker.close()
         await store.close()
+
+
+async def _leader_live(settings: Settings, store: SqlStore) -> bool:
+    """Whether a scheduler holds the lease now (for "why isn't it running?")."""
+    lease = await _leader(settings, store)
+    return lease is not None and lease.expires_at > utcnow()
 
 
 async def _leader(settings: Settings, store: SqlStore) -> Lease | None:

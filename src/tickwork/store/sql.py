@@ -45,6 +45,7 @@ from tickwork.store.retention import SqlHistoryMethods
 from tickwork.store.schema import TABLES_CHILDREN_FIRST, on_dialect
 from tickwork.store.tokens import SqlTokenMethods
 from tickwork.store.web import SqlWebMethods
+from tickwork.store.why import SqlWhyMethods
 from tickwork.store.workers import SqlWorkerMethods
 
 T = TypeVar("T")
@@ -73,6 +74,7 @@ class SqlStore(
     SqlFenceMethods,
     SqlWebMethods,
     SqlDashboardReads,
+    SqlWhyMethods,
 ):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 

@@ -1,0 +1,42 @@
+"""``tickwork run why RUN_ID`` and ``tickwork job why JOB``: plain sentences from the server,
+computed from the gates the scheduler and workers apply."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tickwork.cli.common import DEFAULT_OUTPUT, DEFAULT_URL, OutputOption, UrlOption, connect
+from tickwork.cli.output import is_data, print_data, print_line
+from tickwork.sdk.insight import Why
+
+
+def run_why(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    url: UrlOption = DEFAULT_URL,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:
+    """Why a run is not running yet (or how it ended)."""
+    with connect(ctx, url) as client:
+        _print(client.why_run(run_id), output)
+
+
+def job_why(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The job's name.")],
+    url: UrlOption = DEFAULT_URL,
+    output: OutputOption = DEFAULT_OUTPUT,
+) -> None:
+    """Why a job is not running now, and what holds its oldest unfinished run."""
+    with connect(ctx, url) as client:
+        _print(client.why_job(name), output)
+
+
+def _print(why: Why, output: str) -> None:
+    if is_data(output):
+        print_data(output, why)
+        return
+    for reason in why["reasons"]:
+        print_line(reason["message"])

@@ -1,0 +1,30 @@
+"""Why a run or a job is not running, and the schedule ledger of a job."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from tickwork.sdk.calls import Call, operation, seg
+
+
+class Reason(TypedDict):
+    code: str
+    message: str
+
+
+class Why(TypedDict):
+    reasons: list[Reason]
+
+
+class InsightOperations:
+    """The "why" operations of both clients."""
+
+    @operation
+    def why_run(run_id: str) -> Call[Why]:
+        """Why the run is not running (or how it ended), as plain sentences with codes."""
+        return Call("GET", f"/runs/{seg(run_id)}/why")
+
+    @operation
+    def why_job(name: str) -> Call[Why]:
+        """Why the job is not running now, and what holds its oldest unfinished run."""
+        return Call("GET", f"/jobs/{seg(name)}/why")
