@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 # Loaded at once (they need nothing beyond the standard library), and the decorator must be
 # bound here: `tickwork.workflow` is the function, though a module of that name exists too.
 from tickwork.pytasks import NotImportable, TaskFunction, TaskPolicy, branch, job_from, task
+from tickwork.taskcontext import TaskContext, current_task
 from tickwork.workflow import Workflow, workflow
 
 __version__ = "0.1.0"
@@ -36,12 +37,14 @@ __all__ = [
     "Client",
     "ClientError",
     "NotImportable",
+    "TaskContext",
     "TaskFunction",
     "TaskPolicy",
     "Unreachable",
     "Workflow",
     "__version__",
     "branch",
+    "current_task",
     "job_from",
     "task",
     "workflow",
