@@ -18,7 +18,7 @@ from tests.api.conftest import error_of, now_job
 from tickwork.api.auth import Security
 from tickwork.ports import Scope
 
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/livez"), ("GET", "/metrics")}
 #: Served by FastAPI itself, not part of the spec: documentation only, no data.
 UNDOCUMENTED_PUBLIC = {
     "/api/v1/openapi.json",
@@ -36,6 +36,7 @@ RULES: dict[tuple[str, str], Scope] = {
     ("GET", "/api/v1/runs/{run_id}/logs"): Scope.READ,
     ("GET", "/api/v1/schedule/preview"): Scope.READ,
     ("GET", "/api/v1/dead-letters"): Scope.READ,
+    ("GET", "/api/v1/status"): Scope.READ,
     ("POST", "/api/v1/jobs"): Scope.WRITE,
     ("POST", "/api/v1/jobs/batch"): Scope.WRITE,
     ("PATCH", "/api/v1/jobs/{name}"): Scope.WRITE,

@@ -188,7 +188,9 @@ class Cluster:
             missing.append("api")
         if self.lease() is None:
             missing.append("leader")
-        registered = self.sql("SELECT count(*) FROM workers WHERE stopped_at IS NULL")[0][0]
+        registered = self.sql(
+            "SELECT count(*) FROM workers WHERE stopped_at IS NULL AND kind = 'worker'"
+        )[0][0]
         if registered < len(self.of_kind("worker")):
             missing.append(f"workers ({registered} registered)")
         return missing

@@ -13,10 +13,16 @@ from tickwork.api.auth import Security, install_auth, requires
 from tickwork.api.deps import check_parameters
 from tickwork.api.errors import install_error_handlers
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
-from tickwork.api.routers import audit, backfills, health, pools, read, tokens, why, write
+from tickwork.api.routers import audit, backfills, pools, read, tokens, why, write
+from tickwork.api.routers import health as health_routes
+from tickwork.api.routers import status as status_routes
 from tickwork.api.schemas import ErrorRead
 from tickwork.api.text import mark_parameters
 from tickwork.app.services import Services
+from tickwork.app.status import StatusService
+from tickwork.observe.facts import FactsSource
+from tickwork.observe.health import Health
+from tickwork.observe.http import MetricsEndpoint, RequestTimer
 from tickwork.ports import Scope
 
 API_PREFIX = "/api/v1"
@@ -44,6 +50,9 @@ def create_app(
     security: Security | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     role: Role = "all",
+    health: Health | None = None,
+    metrics: MetricsEndpoint | None = None,
+    status: StatusService | None = None,
 ) -> FastAPI:
     """The API over ``services``: write and read routers under ``/api/v1`` (only those of
     ``role``), plus ``/healthz``.
@@ -56,6 +65,10 @@ def create_app(
     The OpenAPI document is at ``/api/v1/openapi.json``; Swagger UI at ``/api/v1/docs``, with
     its assets served by the app itself from the ``fastapi-offline`` package (no CDN: tickwork
     works offline). Both are public, like the health checks: they hold no data.
+
+    ``health`` answers ``/livez`` and ``/readyz`` (default: the store answers); ``metrics``
+    renders ``/metrics`` (default: this process's metrics, without the database's facts);
+    ``status`` answers ``GET /api/v1/status`` (default: from the services' store).
     """
     app = FastAPIOffline(
         title="tickwork",
@@ -70,6 +83,13 @@ def create_app(
         swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.services = services
+    app.state.health = health or Health(
+        "api", dependencies={"database": services.store.schema_revision}
+    )
+    app.state.metrics = metrics or MetricsEndpoint()
+    app.state.status = status or StatusService(
+        services.store, FactsSource(services.store, services.now)
+    )
     for router, roles, scope in _ROUTERS:
         if role in roles:
             app.include_router(
@@ -78,7 +98,7 @@ def create_app(
                 responses=_ERRORS,
                 dependencies=[requires(scope, then=check_parameters)],
             )
-    app.include_router(health.router)
+    app.include_router(health_routes.router)
     _publish_text_rule(app)
     install_error_handlers(app)
     install_auth(app, security or Security.over(services))
@@ -86,6 +106,7 @@ def create_app(
         app.add_middleware(AuditTrail, store=services.store, prefix=API_PREFIX)
     # Outermost: an oversize body is refused before auth, parsing or any write.
     app.add_middleware(BodyLimit, max_bytes=max_body)
+    app.add_middleware(RequestTimer)
     return app
 
 
@@ -95,6 +116,7 @@ _ROUTERS: tuple[tuple[APIRouter, tuple[str, ...], Scope], ...] = (
     (write.router, ("write", "all"), Scope.WRITE),
     (read.router, ("read", "all"), Scope.READ),
     (audit.router, ("read", "all"), Scope.READ),
+    (status_routes.router, ("read", "all"), Scope.READ),
     (pools.read_router, ("read", "all"), Scope.READ),
     (tokens.router, ("write", "all"), Scope.ADMIN),
     (pools.admin_router, ("write", "all"), Scope.ADMIN),

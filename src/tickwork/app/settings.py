@@ -55,7 +55,7 @@ class Settings:
     retention_days: int = 0  # days of run history kept; 0: keep everything
     partitions_ahead: int = 2  # monthly partitions created ahead of the current one
     # -- worker (`up` runs one too)
-    queues: tuple[str, ...] = ("default",)
+    queues: tuple[str, ...] = ()  # (): by process kind (worker: default; up: every queue, *)
     concurrency: int = os.cpu_count() or 2  # tasks run at once
     grace: float = 0.0  # seconds running tasks get to finish on SIGTERM; 0: by process kind
     # -- HTTP API (`up` serves one too)
@@ -63,11 +63,17 @@ class Settings:
     port: int = 8080
     http_allow: str = ""  # private networks http tasks may reach, as CIDRs
     idempotency_ttl: float = 24 * 3600.0  # seconds an Idempotency-Key is remembered
+    # -- observability (every process kind; docs/operations.md)
+    log_format: str = "text"  # or json: one object per line with the bound context
+    metrics_port: int = 0  # scheduler, worker: /metrics, /livez, /readyz here; 0: off
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a container, for Prometheus and probes
 
     def __post_init__(self) -> None:
-        for name in ("retention_days", "partitions_ahead", "grace"):
+        for name in ("retention_days", "partitions_ahead", "grace", "metrics_port"):
             if getattr(self, name) < 0:
                 raise ValidationError(name, f"must be 0 or more, not {getattr(self, name)}")
+        if self.log_format not in ("text", "json"):
+            raise ValidationError("log_format", f"must be text or json, not {self.log_format!r}")
         if self.concurrency < 1:
             raise ValidationError("concurrency", f"must be 1 or more, not {self.concurrency}")
 
@@ -77,6 +83,10 @@ class Settings:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'tickwork.db').resolve()}"
+
+    def queues_for(self, default: tuple[str, ...]) -> tuple[str, ...]:
+        """``queues`` when set, else ``default`` (the process kind's)."""
+        return self.queues or default
 
     def grace_for(self, default: float) -> float:
         """``grace`` when set, else ``default`` (the process kind's)."""

@@ -15,6 +15,10 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+#: A consumer of this name takes every queue (``tickwork up`` without ``--queues``).
+EVERY_QUEUE = "*"
+
+
 class MemoryBroker:
     """Deliveries held in one heap per queue: higher priority first, FIFO among equals.
 
@@ -85,13 +89,17 @@ class MemoryBroker:
             self._closed = True
             self._ready.notify_all()
 
+    def _names(self, queues: Sequence[str]) -> Sequence[str]:
+        return list(self._heaps) if EVERY_QUEUE in queues else queues
+
     def _any_ready(self, queues: Sequence[str]) -> bool:
-        return any(self._heaps.get(q) for q in queues)
+        return any(self._heaps.get(q) for q in self._names(queues))
 
     def _take(self, queues: Sequence[str], max_items: int) -> list[Delivery]:
         taken: list[Delivery] = []
+        names = self._names(queues)
         while len(taken) < max_items:
-            ready = [(h[0][:2], q) for q in queues if (h := self._heaps.get(q))]
+            ready = [(h[0][:2], q) for q in names if (h := self._heaps.get(q))]
             if not ready:
                 break
             _, queue = min(ready)

@@ -464,6 +464,13 @@ class RedisStreamsBroker:
             return False
         return bool(created)
 
+    async def ping(self) -> None:
+        """Raise ``BrokerUnavailable`` unless Redis answers (readiness probes)."""
+        try:
+            await self._client.ping()
+        except UNREACHABLE as exc:
+            raise BrokerUnavailable(f"Redis unreachable: {exc}") from exc
+
     async def depths(self) -> dict[str, int]:
         try:
             queues = sorted(str(q) for q in await self._client.smembers(self._keys.queues()))

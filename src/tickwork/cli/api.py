@@ -10,6 +10,7 @@ import typer
 from tickwork.app.settings import Settings
 from tickwork.cli.cluster import cluster_settings
 from tickwork.cli.common import fail, reported_errors, settings_of
+from tickwork.cli.observe_options import LogFormatOption, format_of
 
 _DEFAULTS = Settings()
 
@@ -44,10 +45,13 @@ def api(
     port: Annotated[
         int | None, typer.Option(help="Port of the HTTP API.", show_default=str(_DEFAULTS.port))
     ] = None,
+    log_format: LogFormatOption = None,
 ) -> None:
     """Serve the HTTP API alone: in distributed mode (PostgreSQL + Redis) any role; beside
     `tickwork up`, `--role read` for search, runs and logs over its database."""
-    settings = settings_of(ctx, database_url=database_url, host=host, port=port)
+    settings = settings_of(
+        ctx, database_url=database_url, host=host, port=port, log_format=format_of(log_format)
+    )
     if settings.database_url.startswith("postgresql"):
         _serve_distributed(ctx, role, settings)
         return
@@ -59,15 +63,21 @@ def api(
     if why is not None:
         fail(why)
     with reported_errors():
-        run_read_api(settings.effective_database_url, settings.host, settings.port)
+        run_read_api(
+            settings.effective_database_url, settings.host, settings.port, settings.log_format
+        )
 
 
 def _serve_distributed(ctx: typer.Context, role: ApiRole, settings: Settings) -> None:
     settings = cluster_settings(
-        ctx, database_url=settings.database_url, host=settings.host, port=settings.port
+        ctx,
+        database_url=settings.database_url,
+        host=settings.host,
+        port=settings.port,
+        log_format=settings.log_format,
     )
     from tickwork.serve.cluster import run_process
     from tickwork.serve.cluster_admin import serve_api
 
     with reported_errors():
-        run_process(lambda stop: serve_api(settings, role.value, stop))
+        run_process(lambda stop: serve_api(settings, role.value, stop), settings.log_format)

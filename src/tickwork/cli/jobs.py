@@ -29,6 +29,7 @@ from tickwork.cli.output import (
     print_table,
     when,
 )
+from tickwork.cli.status import warn_if_unserved
 from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
@@ -196,6 +197,7 @@ def add(
         spec = job_input(name, flags)
     with connect(ctx, url) as client:
         job = client.create_job(spec, allow_past=allow_past)
+        warn_if_unserved(client, job)
     emit(output, job, f"added job {job['name']} ({describe_schedule(job['schedule'])})")
 
 

@@ -11,13 +11,14 @@ position, and its help is tidied with everyone else's (``cli/help.py``); the hel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from tickwork import __version__
-from tickwork.cli import backfills, cluster, jobs, pools, runs, schedule, tokens
+from tickwork.cli import backfills, cluster, jobs, pools, runs, schedule, status, tokens
 from tickwork.cli.api import api
 from tickwork.cli.options import GLOBAL_PANEL, GlobalGroup, Globals, Output, remember
 from tickwork.cli.up import up
@@ -32,12 +33,12 @@ app = typer.Typer(
 )
 
 #: Processes: each runs until SIGTERM or Ctrl-C.
-PROCESSES = {
+PROCESSES: dict[str, Callable[..., None]] = {
     "up": up,
     "scheduler": cluster.scheduler,
     "worker": cluster.worker,
     "api": api,
-    "status": cluster.status,
+    "status": status.status,
 }
 #: Command groups, by name.
 GROUPS: dict[str, typer.Typer] = {

@@ -8,6 +8,7 @@ import typer
 
 from tickwork.app.settings import EMBEDDED_GRACE, Settings
 from tickwork.cli.common import reported_errors, settings_of
+from tickwork.cli.observe_options import LogFormatOption, format_of
 
 _DEFAULTS = Settings()
 
@@ -54,6 +55,14 @@ def up(
             show_default=f"{EMBEDDED_GRACE:.0f}",
         ),
     ] = None,
+    queues: Annotated[
+        str | None,
+        typer.Option(
+            help="Queues the workers take, comma-separated; also TICKWORK_QUEUES.",
+            show_default="every queue",
+        ),
+    ] = None,
+    log_format: LogFormatOption = None,
 ) -> None:
     """Start tickwork: scheduler, workers and HTTP API in one process (Ctrl-C stops it).
 
@@ -68,6 +77,8 @@ def up(
         http_allow=http_allow,
         retention_days=retention_days,
         grace=grace,
+        queues=_queues(queues),
+        log_format=format_of(log_format),
     )
     # Imported here, not at the top: every client command loads this module, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.
@@ -78,3 +89,14 @@ def up(
 
     with reported_errors():
         run_embedded(settings)
+
+
+def _queues(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    names = tuple(q.strip() for q in value.split(",") if q.strip())
+    if not names:
+        from tickwork.cli.common import fail
+
+        fail("--queues: name at least one queue (or leave it out for every queue)")
+    return names

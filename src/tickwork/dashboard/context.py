@@ -44,10 +44,12 @@ class Site:
 
     async def workers(self, now: datetime) -> list[WorkerInfo]:
         """Live workers: registered ones that heart-beat lately, plus the in-process pool."""
+        local = None if self.local_worker is None else self.local_worker.id
         found = [
             w
             for w in await self.store.list_workers(seen_since=now - WORKER_ALIVE)
-            if w.stopped_at is None
+            # The registry holds scheduler replicas too, and `tickwork up` itself.
+            if w.stopped_at is None and w.kind != "scheduler" and w.id != local
         ]
         if self.local_worker is not None:
             found.insert(0, _with_heartbeat(self.local_worker, now))

@@ -91,6 +91,7 @@ class WorkerInfo:
     heartbeat_at: datetime
     running: int = 0  # task runs executing at its last heartbeat
     stopped_at: datetime | None = None  # set by a clean shutdown
+    kind: str = "worker"  # or "scheduler": a scheduler replica, registered for ``status``
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from tickwork.ports.coordination import (
     PoolStore,
     WorkerRegistry,
 )
+from tickwork.ports.facts import FactsStore
 from tickwork.ports.records import (
     Completion,
     DeadLetterPage,
@@ -50,6 +51,7 @@ class Store(
     WebSessionStore,
     DashboardReads,
     WhyStore,
+    FactsStore,
     Protocol,
 ):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.

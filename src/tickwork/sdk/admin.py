@@ -53,3 +53,8 @@ class AdminOperations:
     @operation
     def health() -> Call[dict[str, str]]:
         return Call("GET", "/healthz", prefix="")
+
+    @operation
+    def status() -> Call[dict[str, Any]]:
+        """The leader and standbys, workers, queues and warnings (``tickwork status``)."""
+        return Call("GET", "/status")

@@ -19,6 +19,7 @@ from tickwork.app.services import Services, utc_now
 from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
 from tickwork.dashboard import end_streams_on_exit, with_dashboard
+from tickwork.observe.logs import configure_logging
 from tickwork.ports import Store
 from tickwork.store import open_store
 
@@ -77,9 +78,7 @@ async def serve_read_api(database_url: str, host: str, port: int) -> None:
         await store.close()
 
 
-def run_read_api(database_url: str, host: str, port: int) -> None:
+def run_read_api(database_url: str, host: str, port: int, log_format: str = "text") -> None:
     """Blocking entry point of `tickwork api --role read`."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(log_format)
     asyncio.run(serve_read_api(database_url, host, port))

@@ -9,12 +9,12 @@ its grace period); SIGKILL loses nothing either (the reaper and the reconciler r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import random
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -23,14 +23,31 @@ from tickwork.coordination import open_leases
 from tickwork.core.errors import StoreUnavailable
 from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
-from tickwork.ports import Broker, LeaseStore, WorkerInfo
+from tickwork.observe import metrics
+from tickwork.observe.facts import FactsSource
+from tickwork.observe.health import Health
+from tickwork.observe.http import MetricsEndpoint
+from tickwork.observe.logs import configure_logging, set_process_fields
+from tickwork.observe.runner import observed_runners
+from tickwork.observe.store import observed_broker, observed_store
+from tickwork.ports import Broker, LeaseStore, Store
 from tickwork.runtime.retry import through_outages
-from tickwork.scheduler.ha import HAConfig, HAScheduler, ha_scheduler, holder_id
+from tickwork.scheduler.ha import HAConfig, HAScheduler, Role, ha_scheduler, holder_id
 from tickwork.scheduler.history import HistoryConfig
 from tickwork.scheduler.loop import SchedulerConfig
 from tickwork.security.ssrf import UrlGuard, parse_allow
 from tickwork.serve.brokers import open_broker, open_cancels
 from tickwork.serve.embedded import BadSetting, runner_guard
+from tickwork.serve.observed import (
+    broker_check,
+    job_label,
+    probe_server,
+    process_info,
+    registry_beats,
+    stop_registration,
+    track_slots,
+    warn_unserved,
+)
 from tickwork.serve.tuning import tune_gc
 from tickwork.store import SqlStore, open_store
 from tickwork.worker import capture
@@ -39,7 +56,6 @@ from tickwork.worker.runners import build_runners, close_runners
 
 log = logging.getLogger("tickwork")
 
-REGISTRY_EVERY = 2.0  # seconds between a worker's registry heartbeats
 RESTART_DELAY = 1.0  # seconds a scheduler replica waits after a crash before campaigning
 
 
@@ -58,12 +74,9 @@ def guard_of(settings: Settings) -> UrlGuard:
         raise BadSetting(str(exc)) from None
 
 
-def run_process(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+def run_process(main: Callable[[asyncio.Event], Awaitable[None]], log_format: str = "text") -> None:
     """Run ``main(stop)`` until it returns; SIGTERM and SIGINT set ``stop``."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging(log_format)
     tune_gc()
 
     async def with_signals() -> None:
@@ -74,6 +87,25 @@ def run_process(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
         await main(stop)
 
     asyncio.run(with_signals())
+
+
+async def with_probes(
+    settings: Settings, health: Health, endpoint: MetricsEndpoint, stop: asyncio.Event
+) -> asyncio.Task[None] | None:
+    """Serve ``--metrics-port`` (if set) until ``stop``; the task to await at shutdown."""
+    if not settings.metrics_port:
+        return None
+    server = probe_server(settings.metrics_host, settings.metrics_port, health, endpoint)
+
+    async def serve() -> None:
+        serving = asyncio.create_task(server.serve(), name="probes")
+        await stop.wait()
+        server.should_exit = True
+        await serving
+
+    where = f"http://{settings.metrics_host}:{settings.metrics_port}"
+    log.info("metrics and probes: %s/metrics, /livez, /readyz", where)
+    return asyncio.create_task(serve(), name="probes")
 
 
 async def until_stopped(stop: asyncio.Event, work: asyncio.Task[None]) -> None:
@@ -90,7 +122,7 @@ async def until_stopped(stop: asyncio.Event, work: asyncio.Task[None]) -> None:
 
 def scheduler_replica(
     settings: Settings,
-    store: SqlStore,
+    store: Store,
     broker: Broker,
     hooks: Hooks,
     leases: LeaseStore | None = None,
@@ -129,25 +161,70 @@ async def keep_campaigning(replica: HAScheduler) -> None:
         await asyncio.sleep(RESTART_DELAY)
 
 
+def leads(replica: HAScheduler) -> bool:
+    return replica.status.role is Role.LEADER
+
+
+def track_leadership(replica: HAScheduler) -> None:
+    """The leader gauges and the log's ``epoch`` follow the replica's own view."""
+    metrics.LEADER.set_function(lambda: 1.0 if leads(replica) else 0.0)
+    metrics.LEADER_EPOCH.set_function(lambda: float(replica.status.epoch or 0))
+    metrics.LEASE_LEFT.set_function(replica.election.remaining)
+    set_process_fields(scheduler=replica.status.holder, epoch=lambda: replica.status.epoch)
+
+
+def scheduler_health(replica: HAScheduler, store: Store, broker: Broker) -> Health:
+    return Health(
+        "scheduler",
+        dependencies={"database": store.schema_revision, "broker": broker_check(broker)},
+        describe=lambda: {"role": str(replica.status.role), "epoch": replica.status.epoch},
+        last_pass=lambda: metrics.last_pass() if leads(replica) else None,
+        monotonic=time.time,
+    )
+
+
 async def serve_scheduler(settings: Settings, stop: asyncio.Event) -> None:
-    store = await open_cluster_store(settings)
-    broker = open_broker(settings)
+    store = observed_store(await open_cluster_store(settings), job_label=job_label())
+    broker = observed_broker(open_broker(settings))
     callback_errors = CallbackErrorLog(store, utcnow)
     hooks = Hooks(url_guard=runner_guard(guard_of(settings)), on_error=callback_errors)
     leases = open_leases(settings.coordination_url) if settings.coordination_url else None
     replica = scheduler_replica(settings, store, broker, hooks, leases)
+    holder = replica.status.holder
     log.info(
         "scheduler replica %s campaigning (lease TTL %.0f s, in %s)",
-        replica.status.holder,
+        holder,
         settings.lease_ttl,
         settings.coordination_url.split("://")[0] if leases else "PostgreSQL",
     )
+    track_leadership(replica)
+    await through_outages(
+        "register", lambda: store.register_worker(process_info(holder, "scheduler"))
+    )
+    facts = FactsSource(store, utcnow, lease=leases.get_lease if leases else None)
+    health = scheduler_health(replica, store, broker)
     work = asyncio.create_task(keep_campaigning(replica), name="scheduler")
+    side = [
+        asyncio.create_task(
+            registry_beats(store, holder, lambda: int(leads(replica))), name="registry"
+        ),
+        asyncio.create_task(warn_unserved(facts, lambda: leads(replica)), name="unserved-queues"),
+    ]
+    health.loops.extend([work, *side])
+    probes = await with_probes(
+        settings, health, MetricsEndpoint(facts, lambda: leads(replica)), stop
+    )
     try:
         await until_stopped(stop, work)
     finally:
         work.cancel()
-        await asyncio.gather(work, return_exceptions=True)  # resigns the lease
+        for task in side:
+            task.cancel()
+        await asyncio.gather(work, *side, return_exceptions=True)  # resigns the lease
+        await stop_registration(store, holder)
+        if probes is not None:
+            stop.set()
+            await asyncio.gather(probes, return_exceptions=True)
         await hooks.close(5.0)
         await callback_errors.flush(5.0)
         await broker.close()
@@ -165,18 +242,20 @@ def worker_id() -> str:
 
 async def serve_worker(settings: Settings, stop: asyncio.Event) -> None:
     wid = worker_id()
-    store = await open_cluster_store(settings)
-    broker = open_broker(settings, consumer=wid)
+    set_process_fields(worker=wid)
+    queues = settings.queues_for(("default",))
+    store = observed_store(await open_cluster_store(settings), job_label=job_label())
+    broker = observed_broker(open_broker(settings, consumer=wid))
     cancels = open_cancels(settings)
     guard = runner_guard(guard_of(settings))
     runners = build_runners(http_guard=guard)
     callback_errors = CallbackErrorLog(store, utcnow)
     hooks = Hooks(url_guard=guard, on_error=callback_errors)
-    config = PoolConfig(worker_id=wid, queues=settings.queues, concurrency=settings.concurrency)
+    config = PoolConfig(worker_id=wid, queues=queues, concurrency=settings.concurrency)
     pool = WorkerPool(
         store,
         broker,
-        runners,
+        observed_runners(runners),
         config,
         clock=utcnow,
         rand=random.random,
@@ -184,12 +263,21 @@ async def serve_worker(settings: Settings, stop: asyncio.Event) -> None:
         cancels=cancels,
     )
     capture.install()
-    await through_outages("register", lambda: store.register_worker(_info(wid, settings)))
-    log.info(
-        "worker %s taking %s (%d at once)", wid, ",".join(settings.queues), settings.concurrency
-    )
+    info = process_info(wid, "worker", queues, settings.concurrency)
+    await through_outages("register", lambda: store.register_worker(info))
+    log.info("worker %s taking %s (%d at once)", wid, ",".join(queues), settings.concurrency)
+    track_slots(pool, settings.concurrency)
     work = asyncio.create_task(pool.run(), name="worker-pool")
-    beats = asyncio.create_task(_registry_beats(store, wid, pool), name="worker-registry")
+    beats = asyncio.create_task(
+        registry_beats(store, wid, lambda: pool.active_count), name="worker-registry"
+    )
+    health = Health(
+        "worker",
+        loops=[work, beats],
+        dependencies={"database": store.schema_revision, "broker": broker_check(broker)},
+        describe=lambda: {"worker": wid, "running": pool.active_count},
+    )
+    probes = await with_probes(settings, health, MetricsEndpoint(), stop)
     try:
         await until_stopped(stop, work)
     finally:
@@ -197,8 +285,10 @@ async def serve_worker(settings: Settings, stop: asyncio.Event) -> None:
         for task in (work, beats):
             task.cancel()
         await asyncio.gather(work, beats, return_exceptions=True)
-        with contextlib.suppress(StoreUnavailable):
-            await store.worker_heartbeat(wid, utcnow(), 0, stopped=True)
+        await stop_registration(store, wid)
+        if probes is not None:
+            stop.set()
+            await asyncio.gather(probes, return_exceptions=True)
         await hooks.close(5.0)
         await callback_errors.flush(5.0)
         await close_runners(runners)
@@ -206,23 +296,3 @@ async def serve_worker(settings: Settings, stop: asyncio.Event) -> None:
         await cancels.close()
         await broker.close()
         await store.close()
-
-
-def _info(wid: str, settings: Settings) -> WorkerInfo:
-    now = utcnow()
-    return WorkerInfo(
-        id=wid,
-        hostname=socket.gethostname(),
-        pid=os.getpid(),
-        queues=settings.queues,
-        concurrency=settings.concurrency,
-        started_at=now,
-        heartbeat_at=now,
-    )
-
-
-async def _registry_beats(store: SqlStore, wid: str, pool: WorkerPool) -> None:
-    while True:
-        await asyncio.sleep(REGISTRY_EVERY)
-        with contextlib.suppress(StoreUnavailable):
-            await store.worker_heartbeat(wid, utcnow(), pool.active_count)

@@ -1,11 +1,9 @@
-"""Distributed mode: the API process, `tickwork db upgrade` and `tickwork status`."""
+"""Distributed mode: the API process and `tickwork db upgrade`."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,19 +13,22 @@ from tickwork.api.app import Role, create_app
 from tickwork.api.auth import Security
 from tickwork.app.services import Services
 from tickwork.app.settings import Settings
+from tickwork.app.status import StatusService
 from tickwork.app.tokens import TokenService
 from tickwork.coordination import open_leases
-from tickwork.core.errors import TickworkError
 from tickwork.dashboard import end_streams_on_exit, with_dashboard
-from tickwork.ports import Broker, Lease, WorkerInfo
+from tickwork.observe.facts import LEASE, FactsSource
+from tickwork.observe.health import Health
+from tickwork.ports import Lease, Store
 from tickwork.serve.brokers import open_broker, open_cancels
-from tickwork.serve.cluster import guard_of, log, open_cluster_store, until_stopped, utcnow
-from tickwork.store import SqlStore
-
-LEASE = "scheduler"
-#: A worker silent this long shows as lost in ``status``; one silent a day is forgotten.
-WORKER_LOST_AFTER = timedelta(seconds=15)
-WORKER_FORGET_AFTER = timedelta(days=1)
+from tickwork.serve.cluster import (
+    guard_of,
+    log,
+    open_cluster_store,
+    until_stopped,
+    utcnow,
+)
+from tickwork.serve.observed import broker_check
 
 
 async def serve_api(settings: Settings, role: Role, stop: asyncio.Event) -> None:
@@ -45,7 +46,19 @@ async def serve_api(settings: Settings, role: Role, stop: asyncio.Event) -> None
         leader=functools.partial(_leader_live, settings, store),
     )
     ttl = timedelta(seconds=settings.idempotency_ttl)
-    app = create_app(services, security=Security.over(services, idempotency_ttl=ttl), role=role)
+    # `tickwork status` asks the API: the lease is read where the schedulers hold it.
+    leases = open_leases(settings.coordination_url) if settings.coordination_url else None
+    facts = FactsSource(store, utcnow, lease=leases.get_lease if leases else None)
+    health = Health(
+        "api", dependencies={"database": store.schema_revision, "broker": broker_check(broker)}
+    )
+    app = create_app(
+        services,
+        security=Security.over(services, idempotency_ttl=ttl),
+        role=role,
+        health=health,
+        status=StatusService(store, facts),
+    )
     with_dashboard(app, services, writable=role != "read")
     config = uvicorn.Config(
         app,
@@ -70,6 +83,8 @@ async def serve_api(settings: Settings, role: Role, stop: asyncio.Event) -> None
         await asyncio.gather(work, return_exceptions=True)
         await cancels.close()
         await broker.close()
+        if leases is not None:
+            await leases.close()
         await store.close()
 
 
@@ -84,41 +99,13 @@ async def upgrade_database(settings: Settings) -> Path | None:
         await store.close()
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterStatus:
-    leader: Lease | None
-    leader_live: bool
-    workers: list[WorkerInfo]
-    lost: frozenset[str]  # ids of workers silent longer than WORKER_LOST_AFTER
-    depths: dict[str, int] | None  # None: Redis did not answer
-    broker_error: str | None = None
-
-
-async def cluster_status(settings: Settings) -> ClusterStatus:
-    store = await open_cluster_store(settings)
-    broker = open_broker(settings)
-    try:
-        now = utcnow()
-        lease = await _leader(settings, store)
-        await store.forget_workers(now - WORKER_FORGET_AFTER)
-        workers = [w for w in await store.list_workers() if w.stopped_at is None]
-        lost = frozenset(w.id for w in workers if now - w.heartbeat_at > WORKER_LOST_AFTER)
-        depths, error = await _depths(broker)
-        live = lease is not None and lease.expires_at > now
-        return ClusterStatus(lease, live, workers, lost, depths, error)
-    finally:
-        with contextlib.suppress(Exception):
-            await broker.close()
-        await store.close()
-
-
-async def _leader_live(settings: Settings, store: SqlStore) -> bool:
+async def _leader_live(settings: Settings, store: Store) -> bool:
     """Whether a scheduler holds the lease now (for "why isn't it running?")."""
     lease = await _leader(settings, store)
     return lease is not None and lease.expires_at > utcnow()
 
 
-async def _leader(settings: Settings, store: SqlStore) -> Lease | None:
+async def _leader(settings: Settings, store: Store) -> Lease | None:
     """The scheduler lease, from etcd or ZooKeeper when the cluster keeps it there."""
     if not settings.coordination_url:
         return await store.get_lease(LEASE)
@@ -127,10 +114,3 @@ async def _leader(settings: Settings, store: SqlStore) -> Lease | None:
         return await leases.get_lease(LEASE)
     finally:
         await leases.close()
-
-
-async def _depths(broker: Broker) -> tuple[dict[str, int] | None, str | None]:
-    try:
-        return await broker.depths(), None
-    except TickworkError as exc:
-        return None, str(exc)

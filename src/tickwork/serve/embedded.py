@@ -24,18 +24,34 @@ from tickwork.api.app import create_app
 from tickwork.api.auth import Security
 from tickwork.app.services import Services
 from tickwork.app.settings import EMBEDDED_GRACE, Settings
+from tickwork.app.status import StatusService
 from tickwork.app.tokens import TokenService
-from tickwork.broker.memory import MemoryBroker
+from tickwork.broker.memory import EVERY_QUEUE, MemoryBroker
 from tickwork.broker.signals import MemoryCancelSignals
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import Outcome, TaskKind, TaskRunState
 from tickwork.dashboard import end_streams_on_exit, with_dashboard
 from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
+from tickwork.observe import metrics
+from tickwork.observe.facts import FactsSource
+from tickwork.observe.health import Health
+from tickwork.observe.http import MetricsEndpoint
+from tickwork.observe.logs import configure_logging
+from tickwork.observe.runner import observed_runners
+from tickwork.observe.store import observed_broker, observed_store
 from tickwork.ports import Completion, Runner, Store, WorkerInfo
 from tickwork.scheduler.history import HistoryConfig, maintain_history
 from tickwork.scheduler.loop import Scheduler
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
+from tickwork.serve.observed import (
+    job_label,
+    process_info,
+    registry_beats,
+    stop_registration,
+    track_slots,
+    warn_unserved,
+)
 from tickwork.serve.signals import DrainingServer
 from tickwork.serve.tuning import tune_gc
 from tickwork.store import open_store
@@ -117,6 +133,8 @@ class Embedded:
     hooks: Hooks
     cancels: MemoryCancelSignals
     callback_errors: CallbackErrorLog  # failed callbacks, into their task runs' logs
+    facts: FactsSource  # the database's facts, for /metrics and status
+    health: Health  # /livez and /readyz; its loops are added when they start
 
 
 def wire(
@@ -127,7 +145,8 @@ def wire(
     runners: Mapping[TaskKind, Runner] | None = None,
 ) -> Embedded:
     """Build the embedded runtime around an open, migrated store."""
-    broker = MemoryBroker()
+    store = observed_store(store, clock=clock, job_label=job_label())
+    broker = observed_broker(MemoryBroker())
     cancels = MemoryCancelSignals()
     guard = url_guard(settings)
     runners = runners if runners is not None else build_runners(http_guard=runner_guard(guard))
@@ -139,10 +158,10 @@ def wire(
     pool = WorkerPool(
         store,
         broker,
-        runners,
+        observed_runners(runners),
         PoolConfig(
-            worker_id=f"{socket.gethostname()}:{os.getpid()}",
-            queues=settings.queues,
+            worker_id=embedded_id(),
+            queues=embedded_queues(settings),
             concurrency=settings.concurrency,
             # The only pool: claiming ahead can keep no other worker waiting here.
             expected_duration=0.05,
@@ -156,19 +175,47 @@ def wire(
     services = Services(
         store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels
     )
+    facts = FactsSource(store, clock)
+    health = Health("embedded", dependencies={"database": store.schema_revision})
     return Embedded(
-        store, broker, scheduler, pool, services, runners, hooks, cancels, callback_errors
+        store,
+        broker,
+        scheduler,
+        pool,
+        services,
+        runners,
+        hooks,
+        cancels,
+        callback_errors,
+        facts,
+        health,
     )
+
+
+def embedded_queues(settings: Settings) -> tuple[str, ...]:
+    """The queues `tickwork up` takes: ``--queues``, else every queue (``*``)."""
+    return settings.queues_for((EVERY_QUEUE,))
+
+
+def embedded_id() -> str:
+    """This process's name as a worker and in the registry."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def api_app(rt: Embedded, settings: Settings) -> FastAPI:
     """The HTTP API over the runtime's services (idempotency keys live ``idempotency_ttl``),
     with the dashboard at ``/``, which shows the in-process worker pool as a worker."""
     ttl = timedelta(seconds=settings.idempotency_ttl)
-    app = create_app(rt.services, security=Security.over(rt.services, idempotency_ttl=ttl))
+    app = create_app(
+        rt.services,
+        security=Security.over(rt.services, idempotency_ttl=ttl),
+        health=rt.health,
+        metrics=MetricsEndpoint(rt.facts),
+        status=StatusService(rt.store, rt.facts),
+    )
     local = WorkerInfo(
-        id=f"{socket.gethostname()}:{os.getpid()}", hostname=socket.gethostname(),
-        pid=os.getpid(), queues=settings.queues, concurrency=settings.concurrency,
+        id=embedded_id(), hostname=socket.gethostname(),
+        pid=os.getpid(), queues=embedded_queues(settings), concurrency=settings.concurrency,
         started_at=utcnow(), heartbeat_at=utcnow(),
     )  # fmt: skip
     return with_dashboard(app, rt.services, local_worker=local)
@@ -230,6 +277,12 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
     server = DrainingServer(
         config, on_stop=lambda sig: _stopping(sig, rt, settings.grace_for(EMBEDDED_GRACE))
     )
+    wid = embedded_id()
+    await rt.store.register_worker(
+        process_info(wid, "embedded", embedded_queues(settings), settings.concurrency)
+    )
+    metrics.LEADER.set(1)  # the only scheduler there is
+    track_slots(rt.pool, settings.concurrency)
     background = {
         asyncio.create_task(rt.scheduler.run(), name="scheduler"),
         asyncio.create_task(rt.pool.run(), name="worker-pool"),
@@ -237,7 +290,12 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
             maintain_history(rt.store, utcnow, HistoryConfig(settings.retention_days or None)),
             name="history",
         ),
+        asyncio.create_task(
+            registry_beats(rt.store, wid, lambda: rt.pool.active_count), name="registry"
+        ),
+        asyncio.create_task(warn_unserved(rt.facts, lambda: True), name="unserved-queues"),
     }
+    rt.health.loops.extend(background)
     for task in background:
         task.add_done_callback(lambda t: _stop_on_crash(t, server))
     streams = asyncio.create_task(end_streams_on_exit(app, lambda: server.should_exit))
@@ -261,6 +319,8 @@ async def _serve(rt: Embedded, settings: Settings) -> None:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            await stop_registration(rt.store, wid)
+            metrics.LEADER.set(0)
             await rt.broker.close()
             await rt.cancels.close()
             await close_runners(rt.runners)
@@ -290,9 +350,6 @@ def _stop_on_crash(task: asyncio.Task[None], server: uvicorn.Server) -> None:
 
 def run_embedded(settings: Settings) -> None:
     """Blocking entry point of `tickwork up`."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration is noise
+    configure_logging(settings.log_format)  # alembic's line per migration is quiet too
     tune_gc()  # the server stack is imported by now: its objects are frozen out of collections
     asyncio.run(serve_embedded(settings))

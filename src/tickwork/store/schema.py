@@ -359,6 +359,8 @@ workers = sa.Table(
     _ts("heartbeat_at", nullable=False),
     sa.Column("running", sa.Integer, nullable=False),
     _ts("stopped_at"),
+    # "worker", or "scheduler" for a scheduler replica (status lists leader and standbys).
+    sa.Column("kind", sa.String(20), nullable=False, server_default="worker"),
 )
 
 # PostgreSQL only: the (job, logical date) uniqueness of runs, which a table partitioned by

@@ -36,6 +36,7 @@ from tickwork.store.backfills import SqlBackfillMethods
 from tickwork.store.common import conflict_from
 from tickwork.store.dashboard_reads import SqlDashboardReads
 from tickwork.store.engine import Engines, create_engines
+from tickwork.store.facts import SqlFactsMethods
 from tickwork.store.fences import SqlFenceMethods
 from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
 from tickwork.store.pg_direct import DirectWriter
@@ -75,6 +76,7 @@ class SqlStore(
     SqlWebMethods,
     SqlDashboardReads,
     SqlWhyMethods,
+    SqlFactsMethods,
 ):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 

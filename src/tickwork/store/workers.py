@@ -80,6 +80,7 @@ def _to_row(w: WorkerInfo) -> dict[str, Any]:
         "heartbeat_at": w.heartbeat_at,
         "running": w.running,
         "stopped_at": w.stopped_at,
+        "kind": w.kind,
     }
 
 
@@ -94,4 +95,5 @@ def _from_row(r: RowMapping) -> WorkerInfo:
         heartbeat_at=r["heartbeat_at"],
         running=r["running"],
         stopped_at=r["stopped_at"],
+        kind=r["kind"],
     )

@@ -247,3 +247,4 @@ class FiresRead(BaseModel):
 class HealthRead(BaseModel):
     status: str
     version: str
+    schema_revision: str | None = None  # the database's Alembic revision

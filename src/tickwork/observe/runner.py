@@ -1,0 +1,39 @@
+"""``ObservedRunner``: "execute a task" wrapped with the attempt's log context (and its trace
+span, when tracing is on). The worker pool runs it like any runner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TypeVar
+
+from tickwork.core.model import TaskKind, TaskRun
+from tickwork.observe.logs import bind
+from tickwork.ports import LogSink, Runner, RunResult
+
+K = TypeVar("K")
+
+
+class ObservedRunner:
+    def __init__(self, runner: Runner) -> None:
+        self.inner = runner
+
+    async def run(self, task_run: TaskRun, log: LogSink, cancel: asyncio.Event) -> RunResult:
+        with bind(
+            job=task_run.job_name,
+            run_id=task_run.run_id,
+            task_run_id=task_run.id,
+            attempt=task_run.attempt,
+        ):
+            from tickwork.observe import tracing
+
+            if tracing.enabled():
+                return await tracing.traced_attempt(self.inner, task_run, log, cancel)
+            return await self.inner.run(task_run, log, cancel)
+
+    def __getattr__(self, name: str) -> object:  # close() and the like reach the runner
+        return getattr(self.inner, name)
+
+
+def observed_runners(runners: Mapping[TaskKind, Runner]) -> dict[TaskKind, Runner]:
+    return {kind: ObservedRunner(runner) for kind, runner in runners.items()}

@@ -1,0 +1,195 @@
+"""``ObservedStore``: the ``Store`` port wrapped with metrics, so the scheduler and the worker
+are measured without a line of metrics code inside them.
+
+Every operation is timed (``tickwork_store_operation_seconds{op}``). A few operations also
+say something about the work itself, read off their arguments and results:
+
+- ``claim``: how long each task run waited from claimable to claimed (start delay);
+- ``complete``: attempts finished, by queue and outcome, and how long they ran;
+- ``mark_queued`` / ``materialize_many``: how late due work was queued (schedule lateness),
+  and the missed cron fires recorded as skipped;
+- ``stale_running``: task runs the reaper found without a live worker;
+- ``queued_task_runs``: task runs the reconciler hands to the broker again;
+- ``acquire_lease``: a new epoch means this process became leader;
+- ``next_due_at``: the scheduler asks it at the end of every pass (its dead man's switch);
+- ``Fenced`` from any write: a stale leader's write refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+
+from tickwork.core.errors import StoreUnavailable
+from tickwork.core.model import Outcome, RunTrigger, TaskRun, TaskRunState
+from tickwork.observe import metrics as m
+from tickwork.ports import Completion, Fenced, Lease, Materialization
+
+S = TypeVar("S")
+log = logging.getLogger("tickwork.observe")
+
+OUTCOMES = {
+    TaskRunState.SUCCESS: "success",
+    TaskRunState.UP_FOR_RETRY: "retry",
+    TaskRunState.FAILED: "failed",
+    TaskRunState.CANCELLED: "cancelled",
+}
+#: Task runs whose queue is remembered between claim and completion; a bound, because a
+#: claim whose completion another process writes (after a failover) is never popped.
+MAX_REMEMBERED = 100_000
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ObservedStore:
+    """A store that measures what passes through it; everything else is delegated as is."""
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        clock: Callable[[], datetime] = _utcnow,
+        job_label: bool = False,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._job_label = job_label
+        self._claimed: dict[str, tuple[str, str]] = {}  # task run id -> (queue, job name)
+        self._epoch = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+        wrapped = self._timed(name, attr)
+        setattr(self, name, wrapped)  # once per method: later lookups skip __getattr__
+        return wrapped
+
+    def _timed(self, op: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        seconds = m.STORE_SECONDS.labels(op)
+        after = getattr(self, f"_after_{op}", None)
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                result = await cast(Awaitable[Any], call(*args, **kwargs))
+            except Fenced:
+                m.FENCED.inc()
+                raise
+            except StoreUnavailable:
+                m.STORE_ERRORS.labels(op).inc()
+                raise
+            finally:
+                seconds.observe(time.perf_counter() - start)
+            if after is not None:
+                try:
+                    after(result, *args, **kwargs)
+                except Exception:  # a metrics bug must never fail the store's caller
+                    log.exception("metrics of %s failed", op)
+            return result
+
+        return timed
+
+    # -- what results tell -------------------------------------------------------------
+    def _after_claim(self, claimed: list[TaskRun], _keys: Any, _worker: str, now: datetime) -> None:
+        for tr in claimed:
+            since = tr.queued_at or tr.due_at
+            m.START_DELAY.labels(tr.queue).observe(max((now - since).total_seconds(), 0.0))
+        self._remember(claimed)
+
+    def _after_stale_running(self, stale: list[TaskRun], *_: Any) -> None:
+        m.REAPED.inc(len(stale))
+        self._remember(stale)
+
+    def _after_queued_task_runs(self, lost: list[TaskRun], *_: Any) -> None:
+        m.RESENT.inc(len(lost))
+
+    def _after_complete(self, done: Completion, outcomes: Sequence[Outcome], **_: Any) -> None:
+        applied = set(done.applied)
+        for outcome in outcomes:
+            queue, job = self._claimed.pop(outcome.task_run_id, ("unknown", "unknown"))
+            if outcome.task_run_id not in applied:
+                continue
+            label = OUTCOMES.get(outcome.state, str(outcome.state))
+            m.TASK_RUNS.labels(queue, label).inc()
+            if outcome.started_at is not None:
+                ran = (outcome.finished_at - outcome.started_at).total_seconds()
+                m.TASK_DURATION.labels(queue, label).observe(max(ran, 0.0))
+            if self._job_label:
+                m.JOB_TASK_RUNS.labels(job, label).inc()
+
+    def _after_mark_queued(
+        self, queued: list[TaskRun], _keys: Any, now: datetime, **_: Any
+    ) -> None:
+        self._lateness(queued, now)
+
+    def _after_materialize_many(
+        self, queued: list[TaskRun], items: Sequence[Materialization], **_: Any
+    ) -> None:
+        self._lateness(queued, self._clock())
+        missed = sum(1 for i in items for r in i.runs if r.run.trigger is RunTrigger.MISSED)
+        if missed:
+            m.MISSED_TICKS.inc(missed)
+
+    def _after_next_due_at(self, _due: Any) -> None:
+        m.LAST_PASS.set(time.time())
+
+    def _after_acquire_lease(self, lease: Lease | None, *_: Any) -> None:
+        if lease is not None and lease.token != self._epoch:
+            self._epoch = lease.token
+            m.ELECTIONS.inc()
+            m.LAST_PASS.set(time.time())  # a new leader's loop starts now: not stalled yet
+
+    @staticmethod
+    def _lateness(task_runs: Iterable[TaskRun], now: datetime) -> None:
+        for tr in task_runs:
+            late = (now - tr.due_at).total_seconds()
+            m.SCHEDULE_DELAY.labels(tr.queue).observe(max(late, 0.0))
+
+    def _remember(self, task_runs: Sequence[TaskRun]) -> None:
+        if len(self._claimed) + len(task_runs) > MAX_REMEMBERED:
+            self._claimed.clear()
+        for tr in task_runs:
+            self._claimed[tr.id] = (tr.queue, tr.job_name)
+
+
+def observed_store(
+    store: S, *, clock: Callable[[], datetime] = _utcnow, job_label: bool = False
+) -> S:
+    """``store`` with metrics, typed as ``store`` (it answers every call ``store`` does)."""
+    return cast(S, ObservedStore(store, clock=clock, job_label=job_label))
+
+
+class ObservedBroker:
+    """A broker whose publishing and acknowledging are timed; consume is not (its time is
+    mostly waiting for work, which says nothing about the broker)."""
+
+    TIMED = frozenset({"publish", "publish_at", "ack", "depths"})
+
+    def __init__(self, broker: Any) -> None:
+        self._broker = broker
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._broker, name)
+        if name not in self.TIMED:
+            return attr
+        seconds = m.BROKER_SECONDS.labels(name)
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return await attr(*args, **kwargs)
+            finally:
+                seconds.observe(time.perf_counter() - start)
+
+        setattr(self, name, timed)
+        return timed
+
+
+def observed_broker(broker: S) -> S:
+    return cast(S, ObservedBroker(broker))

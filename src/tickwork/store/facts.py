@@ -1,0 +1,123 @@
+"""``FactsStore`` on SQLite and PostgreSQL: queue depths, dead letters, missed fires, the
+schema revision and the server's settings.
+
+Each query is shaped for the partial indexes of PostgreSQL (``state = 'queued'`` reads
+``ix_task_runs_queued``, and so on; see ``store/schema.py``) and for the (state, time)
+indexes of SQLite, so a scrape costs what the backlog holds, not the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tickwork.ports.facts import DEAD_LETTER_CAP, QueueFact, QueueState, StoreFacts
+from tickwork.store.schema import runs, task_runs
+
+T = TypeVar("T")
+
+#: PostgreSQL settings ``doctor`` reads (``pg_settings``), with their units as stored.
+PG_SETTINGS = (
+    "max_wal_size",
+    "checkpoint_timeout",
+    "autovacuum",
+    "max_connections",
+    "shared_buffers",
+    "jit",
+    "server_version",
+)
+
+
+class SqlFactsMethods:
+    """The ``FactsStore`` port of ``SqlStore``."""
+
+    if TYPE_CHECKING:
+
+        async def _read(self, work: Callable[[Connection], T]) -> T: ...
+
+    async def facts(self, now: datetime, missed_since: datetime) -> StoreFacts:
+        return await self._read(lambda conn: read_facts(conn, now, missed_since))
+
+    async def schema_revision(self) -> str | None:
+        return await self._read(schema_revision)
+
+    async def server_facts(self) -> dict[str, str]:
+        return await self._read(server_facts)
+
+
+def read_facts(conn: Connection, now: datetime, missed_since: datetime) -> StoreFacts:
+    tr = task_runs.c
+    queued = _by_lane(conn, "queued", tr.state == "queued", tr.queued_at <= now, tr.queued_at)
+    running = _by_lane(conn, "running", tr.state == "running", None, None)
+    due = _by_lane(
+        conn, "due", tr.state.in_(("scheduled", "up_for_retry")), tr.due_at <= now, tr.due_at
+    )
+    return StoreFacts(
+        queues=queued + running + due,
+        dead_letters=_dead_letters(conn),
+        missed_fires=_missed(conn, missed_since),
+    )
+
+
+def _by_lane(
+    conn: Connection,
+    state: QueueState,
+    where: sa.ColumnElement[bool],
+    bound: sa.ColumnElement[bool] | None,
+    since: sa.ColumnElement[datetime] | None,
+) -> list[QueueFact]:
+    tr = task_runs.c
+    oldest = sa.func.min(since) if since is not None else sa.null()
+    query = sa.select(tr.queue, tr.priority, sa.func.count(), oldest).where(where)
+    if bound is not None:
+        query = query.where(bound)
+    rows = conn.execute(query.group_by(tr.queue, tr.priority)).all()
+    return [QueueFact(q, int(p), state, int(n), _aware(o)) for q, p, n, o in rows]
+
+
+def _dead_letters(conn: Connection) -> int:
+    capped = sa.select(sa.literal(1)).where(task_runs.c.state == "failed").limit(DEAD_LETTER_CAP)
+    return int(conn.execute(sa.select(sa.func.count()).select_from(capped.subquery())).scalar_one())
+
+
+def _missed(conn: Connection, since: datetime) -> int:
+    query = (
+        sa.select(sa.func.count())
+        .select_from(runs)
+        .where(runs.c.state == "skipped", runs.c.logical_date >= since, runs.c.trigger == "missed")
+    )
+    return int(conn.execute(query).scalar_one())
+
+
+def schema_revision(conn: Connection) -> str | None:
+    try:
+        with conn.begin_nested():
+            row = conn.execute(sa.text("SELECT version_num FROM alembic_version")).first()
+    except sa.exc.DBAPIError:  # no table yet: never migrated
+        return None
+    return None if row is None else str(row[0])
+
+
+def server_facts(conn: Connection) -> dict[str, str]:
+    if conn.dialect.name != "postgresql":
+        return {"now": datetime.now(UTC).isoformat()}
+    found = {"now": conn.execute(sa.text("SELECT now()")).scalar_one().isoformat()}
+    rows = conn.execute(
+        sa.text("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(:names)"),
+        {"names": list(PG_SETTINGS)},
+    )
+    for name, setting, unit in rows:
+        found[name] = str(setting)
+        if unit:
+            found[f"{name}.unit"] = str(unit)  # "8kB", "MB", "s": as pg_settings has it
+    return found
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)  # SQLite returns naive UTC
