@@ -224,8 +224,8 @@ def test_workers_killed_mid_task_are_reaped_and_their_tasks_retried_once(
         work.now(f"python-{i}", sleep=4, python=True)
     with cluster.client() as tw:
         work.create(tw)
-        # A python task runs in its worker's process and dies with it; a shell task runs in
-        # a session of its own and goes on as an orphan. Kill a worker running each kind.
+        # A python task runs in a task process of its worker, a shell task under a supervisor
+        # of its own: both die with the worker. Kill a worker running each kind.
         python, shell = wait_for(lambda: (_running(cluster, "python"), _running(cluster, "shell")),
                                  all, timeout=20, interval=0.1)  # fmt: skip
         victims = [cluster.by_pid(pid) for pid in {python[0], shell[0]}]
@@ -239,7 +239,8 @@ def test_workers_killed_mid_task_are_reaped_and_their_tasks_retried_once(
         finish(work, tw)
         assert_exactly_once(cluster, work, tw, killed)
         assert {job.split("-")[0] for job in lost} == {"python", "shell"}, lost
-        assert any(ln.orphan for ln in read_ledger(cluster.ledger)), "no orphan: not exercised"
+        orphans = [ln for ln in read_ledger(cluster.ledger) if ln.orphan]
+        assert orphans == [], "a task ran on after its worker's kill -9"
         reaped = max(_reaped_then_retried(tw, job, killed) for job in lost) - killed_at
         print(f"killed workers' {sorted(lost)}: attempts failed as lost after {reaped:.1f} s")
         assert reaped <= REAP_BOUND, f"the zombie sweep took {reaped:.1f} s"

@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from tickwork import taskcontext
 from tickwork.runtime.targets import TargetError, import_from_cwd, resolve_target
+from tickwork.worker import tasksup
 
 HEADER = struct.Struct(">I")
 FLUSH_AT = 64 * 1024  # characters of output buffered before a frame is sent without a newline
@@ -113,12 +114,10 @@ class _Output:
 
 
 def _die_with_parent(parent: int) -> None:
-    """Linux: SIGKILL this process when the worker dies (even by kill -9)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    """Linux: when the worker dies (even by kill -9), kill what the running task started
+    and exit (the parent-death signal, handled as in tasksup)."""
+    signal.signal(signal.SIGUSR2, tasksup.worker_died)
+    tasksup.prctl(tasksup.PR_SET_PDEATHSIG, signal.SIGUSR2)
     if os.getppid() != parent:  # the worker died before the call above took effect
         os._exit(1)
 
@@ -138,6 +137,9 @@ class _Runner:
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         ctx = taskcontext.TaskContext.from_json(request["ctx"])
         token = taskcontext.enter(ctx)
+        # What the task starts inherits these, as a shell task's processes do: the worker
+        # finds them by these even if they leave the process group (worker/tree.py).
+        os.environ.update(request.get("env", {}))
         try:
             return self._call(request["target"], request["kwargs"])
         finally:

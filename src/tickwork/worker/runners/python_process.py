@@ -30,6 +30,8 @@ from tickwork.worker import capture
 from tickwork.worker.child import HEADER, encode_frame
 from tickwork.worker.runners._wait import Ending, ended, wait_for_end
 from tickwork.worker.runners.python import RESULT_LINE_MAX, parse_python_spec
+from tickwork.worker.runners.shell import tickwork_env
+from tickwork.worker.tree import kill_attempt
 
 
 class ChildDied(Exception):
@@ -153,11 +155,12 @@ class ProcessPythonRunner:
             "target": spec.target,
             "kwargs": dict(spec.kwargs),
             "ctx": context_of(task_run, spec.kwargs).to_json(),
+            "env": tickwork_env(task_run),
         }
         output = capture.LineBufferedSink(log)
         try:
             async with self._free:
-                return await self._attempt(request, output, task_run.timeout, cancel)
+                return await self._attempt(request, output, task_run, cancel)
         finally:
             output.close()
 
@@ -165,9 +168,10 @@ class ProcessPythonRunner:
         self,
         request: Mapping[str, Any],
         output: capture.LineBufferedSink,
-        timeout: float | None,
+        task_run: TaskRun,
         cancel: asyncio.Event,
     ) -> RunResult:
+        timeout = task_run.timeout
         child = self._idle.pop() if self._idle else await _Child.start()
         self._busy.add(child)
         work = asyncio.ensure_future(child.call(request, output))
@@ -177,11 +181,13 @@ class ProcessPythonRunner:
             work.cancel()
             self._busy.discard(child)
             await asyncio.shield(child.kill(self._cancel_grace))
+            kill_attempt(task_run.id, task_run.attempt)
             raise
         if ending is not Ending.DONE:
             work.cancel()
             self._busy.discard(child)
             await child.kill(self._cancel_grace)
+            kill_attempt(task_run.id, task_run.attempt)  # what left the group (setsid)
             output.write("system", f"{ending.value}: the task's process was stopped\n")
             return ended(ending, timeout)
         self._busy.discard(child)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
+import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -16,7 +18,13 @@ from typing import Any
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import TaskRun
 from tickwork.ports import LogSink, RunResult
+from tickwork.worker import tasksup
 from tickwork.worker.runners._wait import Ending, ended, wait_for_end
+from tickwork.worker.tree import kill_attempt
+
+# Each attempt runs under its own supervisor (worker/tasksup.py), started without site
+# packages so that it costs milliseconds: its tree dies with it, and it dies with us.
+SUPERVISOR = (sys.executable, "-S", "-s", tasksup.__file__, "--")
 
 _STREAMS = {1: "stdout", 2: "stderr"}
 
@@ -106,29 +114,36 @@ class ShellRunner:
             return RunResult(ok=False, error=str(exc))
         if cancel.is_set():
             return ended(Ending.CANCELLED, task_run.timeout)
+        base = os.environ if self._base_env is None else self._base_env
+        env = {**base, **spec.env, **tickwork_env(task_run)}
+        if "PYTHONCOERCECLOCALE" not in env:
+            # The supervisor is python: keep it from adding LC_CTYPE to the command's env
+            # (PEP 538); it drops the variables it was told to before exec'ing the command.
+            env |= {"PYTHONCOERCECLOCALE": "0", tasksup.DROP: "PYTHONCOERCECLOCALE"}
         try:
-            transport, protocol = await self._spawn(spec, task_run, log)
+            _check_startable(spec, env)
+            transport, protocol = await self._spawn(spec, env, log)
         except OSError as exc:
             return RunResult(ok=False, error=_spawn_error(exc, spec))
         try:
-            return await self._supervise(transport, protocol, task_run.timeout, cancel)
+            return await self._supervise(transport, protocol, task_run, cancel)
         except BaseException:
             # The worker itself is being cancelled: leave no process behind, and wait (briefly)
             # until it is reaped so the loop is not closed under a running child.
             _signal_group(transport.get_pid(), signal.SIGKILL)
+            kill_attempt(task_run.id, task_run.attempt)
             await asyncio.wait({protocol.exited}, timeout=self._kill_grace)
             raise
         finally:
             transport.close()
 
     async def _spawn(
-        self, spec: ShellSpec, task_run: TaskRun, log: LogSink
+        self, spec: ShellSpec, env: Mapping[str, str], log: LogSink
     ) -> tuple[asyncio.SubprocessTransport, _OutputProtocol]:
-        base = os.environ if self._base_env is None else self._base_env
-        env = {**base, **spec.env, **tickwork_env(task_run)}
         loop = asyncio.get_running_loop()
         return await loop.subprocess_exec(
             lambda: _OutputProtocol(log, loop),
+            *SUPERVISOR,
             *spec.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -142,14 +157,18 @@ class ShellRunner:
         self,
         transport: asyncio.SubprocessTransport,
         protocol: _OutputProtocol,
-        timeout: float | None,
+        task_run: TaskRun,
         cancel: asyncio.Event,
     ) -> RunResult:
         pgid = transport.get_pid()  # a new session: the group id is the leader's pid
+        timeout = task_run.timeout
         ending = await wait_for_end(protocol.exited, timeout, cancel)
         if ending is not Ending.DONE:
             protocol.log.write("system", f"{ending.value}: stopping process group {pgid}\n")
             await self._stop(pgid, protocol.exited)
+            # What left the group (setsid) is found by its TICKWORK_* variables.
+            if escaped := kill_attempt(task_run.id, task_run.attempt):
+                protocol.log.write("system", f"killed {escaped} process(es) outside the group\n")
         await self._drain(pgid, protocol.drained)
         if ending is not Ending.DONE:
             return ended(ending, timeout)
@@ -203,6 +222,22 @@ class _OutputProtocol(asyncio.SubprocessProtocol):
     def process_exited(self) -> None:
         if not self.exited.done():
             self.exited.set_result(None)
+
+
+def _check_startable(spec: ShellSpec, env: Mapping[str, str]) -> None:
+    """Raise the OSError that exec'ing the command would, before the supervisor is started
+    (which would only report it as exit code 127)."""
+    if spec.cwd is not None and not os.path.isdir(spec.cwd):
+        raise FileNotFoundError(2, "No such file or directory", spec.cwd)
+    program = spec.argv[0]
+    if "/" in program:
+        where = program if spec.cwd is None else os.path.join(spec.cwd, program)
+        if not os.path.exists(where):
+            raise FileNotFoundError(2, "No such file or directory", program)
+        if not os.access(where, os.X_OK) or os.path.isdir(where):
+            raise PermissionError(13, "Permission denied", program)
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(2, "No such file or directory", program)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
