@@ -1,5 +1,6 @@
 """Benchmark of the brokers alone: delayed-delivery lateness, publish-to-consume latency and
-throughput, for MemoryBroker and RedisStreamsBroker (a real Redis).
+throughput, for MemoryBroker, RedisStreamsBroker (a real Redis) and RabbitMQBroker (a real
+RabbitMQ).
 
   B1  lateness of `publish_at`: N messages due at distinct instants spread over S seconds
       (published up front), K consumers; lateness = received - due instant.
@@ -9,7 +10,9 @@ throughput, for MemoryBroker and RedisStreamsBroker (a real Redis).
       of 100 by K consumers.
 
 Usage: .venv/bin/python bench/broker.py [--redis-url redis://127.0.0.1:6379/0] [--consumers 2]
-It uses its own key prefix on the server and deletes its keys afterwards.
+       [--amqp-url amqp://guest:guest@127.0.0.1:5672/] [--brokers memory,redis,rabbitmq]
+It uses its own key prefix (queue prefix) on the servers and deletes its keys (queues)
+afterwards.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aio_pika
 import redis.asyncio as aioredis
 
 from tickwork.broker.memory import MemoryBroker
+from tickwork.broker.rabbitmq import RabbitMQBroker
 from tickwork.broker.redis import RedisStreamsBroker
+from tickwork.broker.redis_keys import LANES
 from tickwork.ports import Broker, Delivery
 
 Make = Callable[[], Broker]
@@ -119,9 +125,21 @@ async def run(name: str, make: Make, args: argparse.Namespace) -> dict[str, Any]
 
 async def main(args: argparse.Namespace) -> None:
     results: dict[str, Any] = {"consumers": args.consumers, "cpus": os.cpu_count()}
-    memory = MemoryBroker()  # one in-process broker: every "consumer" shares it
-    results["memory"] = await run("memory", lambda: memory, args)
+    brokers = args.brokers.split(",")
+    if "memory" in brokers:
+        memory = MemoryBroker()  # one in-process broker: every "consumer" shares it
+        results["memory"] = await run("memory", lambda: memory, args)
     prefix = f"tickwork-bench-{os.urandom(3).hex()}"
+    if "rabbitmq" in brokers:
+        try:
+            results["rabbitmq"] = await run(
+                "rabbitmq", lambda: RabbitMQBroker(args.amqp_url, prefix=prefix), args
+            )
+        finally:
+            await _delete_queues(args.amqp_url, prefix)
+    if "redis" not in brokers:
+        print(json.dumps(results, indent=2))
+        return
     try:
         results["redis"] = await run(
             "redis", lambda: RedisStreamsBroker(args.redis_url, prefix=prefix), args
@@ -135,9 +153,21 @@ async def main(args: argparse.Namespace) -> None:
     print(json.dumps(results, indent=2))
 
 
+async def _delete_queues(url: str, prefix: str) -> None:
+    connection = await aio_pika.connect(url)
+    try:
+        channel = await connection.channel()
+        for lane in LANES:
+            await channel.queue_delete(f"{prefix}.default.{lane}")
+    finally:
+        await connection.close()
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/")
+    parser.add_argument("--brokers", default="memory,redis,rabbitmq")
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--delayed", type=int, default=2000, help="B1 messages")
     parser.add_argument("--seconds", type=float, default=5.0, help="B1 spread")

@@ -17,6 +17,13 @@ if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping
       --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
   fi
 fi
+# RabbitMQ on 127.0.0.1:5672 (the broker contract tests use it, each under a queue prefix of
+# its own; tests that restart or wipe a broker start a private node instead).
+if command -v rabbitmq-server >/dev/null 2>&1 && ! (echo >/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  echo "services: RabbitMQ on 127.0.0.1:5672 is down; starting it"
+  rabbitmq-server -detached >/dev/null 2>&1 || true
+  for _ in $(seq 1 60); do (echo >/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 1; done
+fi
 # etcd and ZooKeeper: the tests start private servers from these binaries (tests/coord_servers.py).
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)

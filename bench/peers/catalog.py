@@ -59,6 +59,11 @@ SPECS = [
     PeerSpec("celery", "celery", "celery", CELERY, celery_solo,
              "2 nodes with the solo pool: the task runs in the consuming process",
              CELERY_NOTES),
+    PeerSpec("celery-rabbitmq", "celery", "celery", CELERY, celery_solo,
+             "2 nodes with the solo pool, broker: the local RabbitMQ (py-amqp)",
+             "RabbitMQ broker (classic queue `celery`), no result backend, early ack; "
+             "ETA jobs held unacked in worker RAM", default=False,
+             env=(("PEERBENCH_REDIS_URL", "amqp://guest:guest@127.0.0.1:5672//"),)),
     PeerSpec("celery-prefork", "celery", "celery", CELERY, celery_prefork,
              "performance.md's setting: 1 node, prefork pool, 2 children",
              CELERY_NOTES, default=False),

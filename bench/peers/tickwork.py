@@ -18,6 +18,7 @@ delays. See bench/README.md, "tickwork".
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import time
@@ -55,13 +56,30 @@ NOTES = (
 )
 
 
+RABBITMQ = (
+    ("TICKWORK_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+    ("TICKWORK_REDIS_PREFIX", "${PEERBENCH_PG_DB}"),  # queue names of this run's own
+)
+RABBITMQ_NOTES = (
+    "as tickwork, with the local RabbitMQ as broker (quorum queues per lane, publisher "
+    "confirms, manual acks after the outcome is committed) instead of Redis"
+)
+
+
 def spec(
-    name: str, task: str, inflight: int, *, default: bool, submit: str = "enqueue"
+    name: str,
+    task: str,
+    inflight: int,
+    *,
+    default: bool,
+    submit: str = "enqueue",
+    broker: tuple[tuple[str, str], ...] = (),
 ) -> PeerSpec:
     extra = (
         ("PEERBENCH_TW_TASK", task),
         ("PEERBENCH_TW_INFLIGHT", str(inflight)),
         ("PEERBENCH_TW_SUBMIT", submit),
+        *broker,
     )
     return PeerSpec(
         name=name,
@@ -73,7 +91,7 @@ def spec(
             f"1 scheduler, 2 workers x concurrency {CONCURRENCY}, 1 API; task {task}; "
             f"submit: {submit}"
         ),
-        notes=NOTES,
+        notes=RABBITMQ_NOTES if broker else NOTES,
         needs_pg=True,
         default=default,
         env=(*ENV, *extra),
@@ -168,6 +186,13 @@ class TickworkContender(PeerContender):
         }
         return dataclasses.replace(result, extra=result.extra | extra)
 
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            if url := self.env.get("TICKWORK_BROKER_URL"):
+                asyncio.run(_delete_rabbitmq_queues(url, self.env["TICKWORK_REDIS_PREFIX"]))
+
     def w3(self, n: int) -> Latency:
         result = super().w3(n)
         extra = {
@@ -175,6 +200,21 @@ class TickworkContender(PeerContender):
             "pg_start_after_due_ms": self._delays("w3", "t.logical_date"),
         }
         return dataclasses.replace(result, extra=result.extra | extra)
+
+
+async def _delete_rabbitmq_queues(url: str, prefix: str) -> None:
+    """Delete the run's queues from the (shared) RabbitMQ: lanes of ``default``, cancels."""
+    import aio_pika
+
+    connection = await aio_pika.connect(url)
+    try:
+        channel = await connection.channel()
+        for lane in ("high", "normal", "low"):
+            await channel.queue_delete(f"{prefix}.default.{lane}")
+        await channel.queue_delete(f"{prefix}.cancels.recent")
+        await channel.exchange_delete(f"{prefix}.cancels")
+    finally:
+        await connection.close()
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -201,6 +241,7 @@ SPECS = [
     spec("tickwork-sync", "noop", 2, default=False),
     spec("tickwork-1req", "anoop", 1, default=False),
     spec("tickwork-jobs", "anoop", 2, default=False, submit="jobs"),
+    spec("tickwork-rabbitmq", "anoop", 2, default=False, broker=RABBITMQ),
 ]
 for _spec in SPECS:
     register(_spec.name, _factory(_spec), default=_spec.default)

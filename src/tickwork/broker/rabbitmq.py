@@ -64,7 +64,7 @@ FAILURES = (
     OSError,
     TimeoutError,
 )
-CONFIRM_TIMEOUT = 5.0  # seconds a publish waits for RabbitMQ's confirm before giving up
+CONFIRM_TIMEOUT = 15.0  # seconds a publish waits for RabbitMQ's confirms before giving up
 PREFETCH = 256  # unacked messages per lane channel: the workers' claim-ahead at most
 SETTLE = 0.05  # seconds to wait for messages RabbitMQ holds ready but has not pushed yet
 CHECK_CONSUMERS_EVERY = 2.0  # seconds between checks that RabbitMQ did not cancel a consumer
@@ -108,7 +108,8 @@ class RabbitMQBroker:
         self._opening = asyncio.Lock()
         self._arrived = asyncio.Event()
         self._delayed: dict[TaskKey, asyncio.TimerHandle] = {}
-        self._pending_publishes: set[asyncio.Task[None]] = set()
+        self._due: list[Delivery] = []  # delayed messages due, not yet published
+        self._mover: asyncio.Task[None] | None = None
         self._next_check = 0.0
         self._receipts = 0
         self._forgot = True  # ForgetfulBroker: nothing is known to be in the queues yet
@@ -168,9 +169,16 @@ class RabbitMQBroker:
             self._arm(delivery, at)
             return
         del self._delayed[(delivery.task_run_id, delivery.attempt)]
-        task = asyncio.get_running_loop().create_task(self.publish([delivery]))
-        self._pending_publishes.add(task)
-        task.add_done_callback(self._pending_publishes.discard)
+        self._due.append(delivery)
+        if self._mover is None or self._mover.done():
+            self._mover = asyncio.get_running_loop().create_task(self._publish_due())
+
+    async def _publish_due(self) -> None:
+        # What falls due while a publish waits for its confirms goes out in the next batch:
+        # one round of confirms per batch, not per message.
+        while self._due:
+            due, self._due = self._due, []
+            await self.publish(due)
 
     # -- consuming -------------------------------------------------------------------------
     async def consume(
@@ -378,8 +386,8 @@ class RabbitMQBroker:
         for timer in self._delayed.values():
             timer.cancel()
         self._delayed.clear()
-        for task in list(self._pending_publishes):
-            task.cancel()
+        if self._mover is not None:
+            self._mover.cancel()
         if self._connection is not None:
             with contextlib.suppress(Exception):
                 await self._connection.close()
