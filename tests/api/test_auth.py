@@ -65,6 +65,7 @@ RULES: dict[tuple[str, str], Scope] = {
     ("POST", "/api/v1/backfills/{backfill_id}/resume"): Scope.WRITE,
     ("GET", "/api/v1/runs/{run_id}/why"): Scope.READ,
     ("GET", "/api/v1/jobs/{name}/why"): Scope.READ,
+    ("GET", "/api/v1/jobs/{name}/ledger"): Scope.READ,
     ("GET", "/api/v1/pools"): Scope.READ,
     ("GET", "/api/v1/pools/{name}"): Scope.READ,
     ("PUT", "/api/v1/pools/{name}"): Scope.ADMIN,

@@ -21,3 +21,19 @@ async def test_why_answers_sentences_with_codes_and_404s(api: httpx2.AsyncClient
     for path, field in (("/runs/nope/why", "run"), ("/jobs/nope/why", "job")):
         missing = await api.get(API + path)
         assert missing.status_code == 404 and error_of(missing)["field"] == field
+
+
+async def test_ledger_lists_every_promised_tick(api: httpx2.AsyncClient) -> None:
+    from tests.api.conftest import cron_job
+
+    assert (await api.post(f"{API}/jobs", json=cron_job("daily"))).status_code == 201
+    params = {"from": "2026-06-02T00:00:00Z", "to": "2026-06-04T23:00:00Z"}
+    r = await api.get(f"{API}/jobs/daily/ledger", params=params)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [t["logical_date"] for t in body["ticks"]] == [
+        "2026-06-02T00:30:00Z", "2026-06-03T00:30:00Z", "2026-06-04T00:30:00Z"
+    ]  # fmt: skip
+    assert body["counts"] == {"upcoming": 3}
+    bad = await api.get(f"{API}/jobs/daily/ledger", params={**params, "to": "2026-06-01T00:00:00Z"})
+    assert bad.status_code == 422 and error_of(bad)["field"] == "to"

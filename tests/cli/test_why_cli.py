@@ -19,3 +19,10 @@ def test_run_and_job_why_print_sentences(cli: Cli) -> None:
         == "job_paused"
     )
     assert "no run 'nope'" in error_line(cli("run", "why", "nope"))
+
+
+def test_job_ledger_prints_ticks_and_counts(cli: Cli) -> None:
+    cli.ok("job", "add", "daily", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--", "true")
+    span = ("--from", "2099-03-28T00:00:00Z", "--to", "2099-03-30T00:00:00Z")
+    out = cli.ok("job", "ledger", "daily", *span).stdout
+    assert "2 upcoming" in out and "upcoming" in out

@@ -15,6 +15,7 @@ from typing import Any, TypeAlias, TypeVar
 from tickwork.app.backfills import BackfillService
 from tickwork.app.enqueue import MAX_ENQUEUE_BATCH, Enqueued, EnqueueItem, Enqueuer
 from tickwork.app.job_changes import changed_job, with_params
+from tickwork.app.ledger import LedgerService
 from tickwork.app.pools import PoolService
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
 from tickwork.app.targets import check_targets
@@ -103,6 +104,7 @@ class Services:
         # Pools (operator settings), and the check that jobs name only existing ones.
         self.pools = PoolService(store, clock)
         self.why = WhyService(store, clock, leader)
+        self.ledger = LedgerService(store, get_job=self.get_job, clock=clock)
         self.backfills = BackfillService(
             store, get_job=self.get_job, clock=clock, make_id=make_id, wake=wake, cancels=cancels
         )

@@ -34,6 +34,7 @@ from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
 app.command("why")(why.job_why)  # cli/why.py
+app.command("ledger")(why.job_ledger)  # cli/why.py
 app.command("apply")(apply)
 app.command("enqueue")(enqueue)
 

@@ -16,6 +16,19 @@ class Why(TypedDict):
     reasons: list[Reason]
 
 
+class LedgerTick(TypedDict):
+    logical_date: str
+    status: str
+    run_id: str | None
+    run_state: str | None
+    dst: str | None
+
+
+class Ledger(TypedDict):
+    ticks: list[LedgerTick]
+    counts: dict[str, int]
+
+
 class InsightOperations:
     """The "why" operations of both clients."""
 
@@ -28,3 +41,9 @@ class InsightOperations:
     def why_job(name: str) -> Call[Why]:
         """Why the job is not running now, and what holds its oldest unfinished run."""
         return Call("GET", f"/jobs/{seg(name)}/why")
+
+    @operation
+    def ledger(name: str, start: str, end: str) -> Call[Ledger]:
+        """Every tick the job's schedule promised in ``[start, end]`` (ISO instants) and what
+        became of it (``ran``, ``missed``, ``skipped``, ...)."""
+        return Call("GET", f"/jobs/{seg(name)}/ledger", params={"from": start, "to": end})
