@@ -29,6 +29,7 @@ services:
 unit: $(STAMP)
 	$(BIN)/pytest -m "not chaos" $(PYTEST_ARGS)
 
+# CHAOS_RUNS (default 50000) runs through tests/chaos under a nemesis; report: CHAOS_REPORT.
 chaos: $(STAMP) services
 	$(BIN)/pytest -m chaos $(PYTEST_ARGS)
 
