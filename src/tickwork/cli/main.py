@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from tickwork import __version__
-from tickwork.cli import backfills, cluster, jobs, pools, runs, schedule, status, tokens
+from tickwork.cli import backfills, cluster, doctor, jobs, pools, runs, schedule, status, tokens
 from tickwork.cli.api import api
 from tickwork.cli.options import GLOBAL_PANEL, GlobalGroup, Globals, Output, remember
 from tickwork.cli.up import up
@@ -39,6 +39,7 @@ PROCESSES: dict[str, Callable[..., None]] = {
     "worker": cluster.worker,
     "api": api,
     "status": status.status,
+    "doctor": doctor.doctor,
 }
 #: Command groups, by name.
 GROUPS: dict[str, typer.Typer] = {

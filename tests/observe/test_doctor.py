@@ -1,0 +1,94 @@
+"""``tickwork doctor``: each check says ok, warn or fail from what it read, with the fix."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tickwork.app.settings import Settings
+from tickwork.ports import WorkerInfo
+from tickwork.serve.doctor import (
+    diagnose,
+    postgres_findings,
+    skew_finding,
+    token_findings,
+)
+
+
+def processes(schedulers: int, workers: int) -> list[WorkerInfo]:
+    t = datetime.now(UTC)
+    kinds = ["scheduler"] * schedulers + ["worker"] * workers
+    return [WorkerInfo(f"p{i}", "h", i, (), 8, t, t, kind=k) for i, k in enumerate(kinds)]
+
+
+def levels(
+    facts: dict[str, str], schedulers: int = 2, workers: int = 3, apis: int = 1
+) -> dict[str, str]:
+    return {
+        f.check: f.level for f in postgres_findings(facts, processes(schedulers, workers), apis)
+    }
+
+
+GOOD = {
+    "max_wal_size": "8192",
+    "max_wal_size.unit": "MB",
+    "autovacuum": "on",
+    "max_connections": "200",
+}
+
+
+def test_postgres_settings_far_off_are_warned_with_the_fix() -> None:
+    assert levels(GOOD) == {"max_wal_size": "ok", "autovacuum": "ok", "max_connections": "ok"}
+    assert levels(GOOD | {"max_wal_size": "1024"})["max_wal_size"] == "warn"  # the default
+    assert levels(GOOD | {"max_wal_size": "4", "max_wal_size.unit": "GB"})["max_wal_size"] == "ok"
+    assert levels(GOOD | {"autovacuum": "off"})["autovacuum"] == "warn"
+    # 10 x (2 + 3 + 1) + 14 x 1 = 74 connections: 60 is too few, 100 enough
+    assert levels(GOOD | {"max_connections": "60"})["max_connections"] == "warn"
+    assert levels(GOOD | {"max_connections": "100"})["max_connections"] == "ok"
+    assert (
+        levels(GOOD | {"max_connections": "100"}, workers=10, apis=2)["max_connections"] == "warn"
+    )
+    (wal,) = [
+        f
+        for f in postgres_findings(GOOD | {"max_wal_size": "1024"}, [], 1)
+        if f.check == "max_wal_size"
+    ]
+    assert "max_wal_size" in wal.fix and wal.message.startswith("1024 MB")
+
+
+def test_clock_skew_over_a_second_is_warned() -> None:
+    assert skew_finding(0.3, 0.01).level == "ok"
+    late = skew_finding(-2.5, 0.01)
+    assert late.level == "warn" and "+2.5 s" in late.message and "NTP" in late.fix
+
+
+def test_a_token_file_others_can_read_is_warned(tmp_path: Path) -> None:
+    token = tmp_path / "admin.token"
+    assert token_findings(token)[0].level == "ok"  # none: nothing to protect
+    token.write_text("tw_x")
+    token.chmod(0o644)
+    (found,) = token_findings(token)
+    assert found.level == "warn" and found.fix == f"chmod 600 {token}"
+    token.chmod(0o600)
+    assert token_findings(token)[0].level == "ok"
+
+
+async def test_doctor_on_an_unmigrated_database_says_to_upgrade(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    found = {f.check: f for f in await diagnose(settings)}
+    assert found["database"].level == "ok"
+    assert (found["schema"].level, found["schema"].fix) == ("fail", "tickwork db upgrade")
+
+
+async def test_doctor_on_a_migrated_postgres_checks_clock_settings_and_broker(
+    pg_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(database_url=pg_url, redis_url=redis_url, data_dir=tmp_path)
+    found = {f.check: f for f in await diagnose(settings, apis=1)}
+    assert found["schema"].level == "ok"
+    assert found["clock"].level == "ok"
+    assert {"max_wal_size", "autovacuum", "max_connections"} <= set(found)
+    assert found["broker"].level == "ok"
+    bad = Settings(database_url=pg_url, redis_url="redis://127.0.0.1:1/0", data_dir=tmp_path)
+    broken = {f.check: f for f in await diagnose(bad)}
+    assert broken["broker"].level == "fail"
