@@ -19,7 +19,7 @@ from tickwork.app.services import Services
 from tickwork.app.settings import Settings
 from tickwork.broker.memory import MemoryBroker
 from tickwork.ports import Delivery, Scope, Store
-from tickwork.serve.embedded import api_app, wire
+from tickwork.serve.wiring import api_app, wire
 from tickwork.store import open_store
 
 KEY = {"Idempotency-Key": "k-1"}
@@ -198,7 +198,7 @@ async def test_tickwork_up_keeps_keys_for_its_configured_time(
     store: Store, admin_token: str, ttl: float, second: int
 ) -> None:
     settings = Settings(idempotency_ttl=ttl)
-    app = api_app(wire(store, settings), settings)
+    app = api_app(wire(store, settings).services, settings)
     headers = {**KEY, "Authorization": f"Bearer {admin_token}"}
     transport = httpx2.ASGITransport(app=app)
     async with httpx2.AsyncClient(transport=transport, base_url="http://t.test") as client:

@@ -28,7 +28,8 @@ from tickwork.core.runs import new_run
 from tickwork.ids import new_id
 from tickwork.ports import Store
 from tickwork.scheduler.loop import deliveries
-from tickwork.serve.embedded import Embedded, recover_orphans, wire
+from tickwork.serve.embedded import Embedded, recover_orphans
+from tickwork.serve.wiring import wire
 from tickwork.worker import capture
 
 TASKS = "tests.integration.engine_tasks"

@@ -17,7 +17,8 @@ from tickwork.core.runs import new_run
 from tickwork.ids import new_id
 from tickwork.ports import Store
 from tickwork.scheduler.loop import deliveries
-from tickwork.serve.embedded import Embedded, wire
+from tickwork.serve.embedded import Embedded
+from tickwork.serve.wiring import wire
 from tickwork.worker import capture
 
 TASKS = "tests.integration.engine_tasks"

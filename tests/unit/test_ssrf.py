@@ -12,7 +12,7 @@ from tests.fixtures.sinks import MemorySink
 from tests.fixtures.task_runs import make_task_run
 from tickwork.core.model import TaskKind
 from tickwork.security.ssrf import TargetRefused, UrlGuard, literal_address, parse_allow
-from tickwork.serve.embedded import runner_guard
+from tickwork.serve.wiring import runner_guard
 from tickwork.worker.runners import HttpRunner
 
 

@@ -57,15 +57,14 @@ def api(
         return
     # Imported here, not at the top: every client command loads the CLI, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.
-    from tickwork.serve.api import refusal, run_read_api
+    from tickwork.serve.api import refusal
+    from tickwork.serve.wiring import build_read_api, run_process
 
     why = refusal(role.value)
     if why is not None:
         fail(why)
     with reported_errors():
-        run_read_api(
-            settings.effective_database_url, settings.host, settings.port, settings.log_format
-        )
+        run_process(settings, build_read_api)
 
 
 def _serve_distributed(ctx: typer.Context, role: ApiRole, settings: Settings) -> None:
@@ -76,8 +75,7 @@ def _serve_distributed(ctx: typer.Context, role: ApiRole, settings: Settings) ->
         port=settings.port,
         log_format=settings.log_format,
     )
-    from tickwork.serve.cluster import run_process
-    from tickwork.serve.cluster_admin import serve_api
+    from tickwork.serve.wiring import build_api, run_process
 
     with reported_errors():
-        run_process(lambda stop: serve_api(settings, role.value, stop), settings.log_format)
+        run_process(settings, lambda process: build_api(process, role.value))

@@ -38,12 +38,12 @@ def scheduler(
     """Run a scheduler replica: replicas elect one leader; the others stand by."""
     settings = cluster_settings(ctx, log_format=format_of(log_format), metrics_port=metrics_port)
     from tickwork.runtime.targets import import_from_cwd
-    from tickwork.serve.cluster import run_process, serve_scheduler
+    from tickwork.serve.wiring import build_scheduler, run_process
 
     import_from_cwd()  # python callbacks of the project the scheduler is started in
 
     with reported_errors():
-        run_process(lambda stop: serve_scheduler(settings, stop), settings.log_format)
+        run_process(settings, build_scheduler)
 
 
 def worker(
@@ -76,12 +76,12 @@ def worker(
         metrics_port=metrics_port,
     )
     from tickwork.runtime.targets import import_from_cwd
-    from tickwork.serve.cluster import run_process, serve_worker
+    from tickwork.serve.wiring import build_worker, run_process
 
     import_from_cwd()  # python tasks of the project the worker is started in
 
     with reported_errors():
-        run_process(lambda stop: serve_worker(settings, stop), settings.log_format)
+        run_process(settings, build_worker)
 
 
 def _queues(value: str | None) -> tuple[str, ...] | None:

@@ -83,12 +83,12 @@ def up(
     # Imported here, not at the top: every client command loads this module, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.
     from tickwork.runtime.targets import import_from_cwd
-    from tickwork.serve.embedded import run_embedded
+    from tickwork.serve.wiring import build_embedded, run_process
 
     import_from_cwd()  # python tasks of the project tickwork is started in
 
     with reported_errors():
-        run_embedded(settings)
+        run_process(settings, build_embedded)
 
 
 def _queues(value: str | None) -> tuple[str, ...] | None:

@@ -1,0 +1,545 @@
+"""The composition root: every tickwork process is built here from one ``Settings``.
+
+A process is a ``Process``: the parts it opened (closed by one exit stack, in the reverse
+order they were opened), its named loops (run under the supervisor: one that crashes or ends
+stops the process), and its stop steps (run in order on the first SIGINT/SIGTERM, while the
+loops still run: stop serving HTTP, then let running tasks finish). ``run_process`` runs one:
+logging, garbage collection tuning, signals, then ``build(process)`` and the loops.
+
+The process kinds (``embedded``, ``scheduler``, ``worker``, ``api``, ``read_api``) are the
+``build_*`` functions below; what is particular to each lives beside it in ``embedded.py``,
+``cluster.py`` and ``cluster_admin.py``. A new process-wide part (a metrics server, say) is
+one builder here that opens it on ``process.stack``, adds its loop with ``process.loop`` and
+its stop step with ``process.on_stop``; its setting is a field of ``Settings``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+import signal
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx2
+import uvicorn
+from fastapi import FastAPI
+
+from tickwork.api.app import Role, create_app
+from tickwork.api.auth import Security
+from tickwork.app.services import Services
+from tickwork.app.settings import EMBEDDED_GRACE, WORKER_GRACE, Settings
+from tickwork.app.status import StatusService
+from tickwork.broker.memory import MemoryBroker
+from tickwork.broker.signals import MemoryCancelSignals
+from tickwork.coordination import open_leases
+from tickwork.core.errors import TickworkError
+from tickwork.core.model import TaskKind
+from tickwork.dashboard import end_streams_on_exit, with_dashboard
+from tickwork.hooks import CallbackErrorLog, Hooks
+from tickwork.ids import new_id
+from tickwork.observe import metrics
+from tickwork.observe.facts import FactsSource
+from tickwork.observe.health import Health
+from tickwork.observe.http import MetricsEndpoint
+from tickwork.observe.logs import configure_logging, set_process_fields
+from tickwork.observe.runner import observed_runners
+from tickwork.observe.store import observed_broker, observed_store
+from tickwork.ports import Broker, CancelSignals, LeaseStore, Runner, Store, WorkerInfo
+from tickwork.runtime.retry import through_outages
+from tickwork.runtime.supervisor import supervise
+from tickwork.scheduler.history import HistoryConfig, maintain_history
+from tickwork.scheduler.loop import Scheduler
+from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
+from tickwork.serve.api import read_app
+from tickwork.serve.brokers import open_broker, open_cancels
+from tickwork.serve.cluster import (
+    keep_campaigning,
+    leads,
+    scheduler_health,
+    scheduler_replica,
+    track_leadership,
+    worker_id,
+)
+from tickwork.serve.cluster_admin import leader_live
+from tickwork.serve.embedded import (
+    Embedded,
+    bootstrap_token,
+    embedded_id,
+    embedded_queues,
+    lock_data_dir,
+    recover_orphans,
+    wake_if_needed,
+)
+from tickwork.serve.observed import (
+    broker_check,
+    job_label,
+    probe_server,
+    process_info,
+    registry_beats,
+    stop_registration,
+    track_slots,
+    warn_unserved,
+)
+from tickwork.serve.tuning import tune_gc
+from tickwork.store import SqlStore, open_store
+from tickwork.worker import capture
+from tickwork.worker.pool import PoolConfig, WorkerPool
+from tickwork.worker.runners import HttpGuard, RequestRefused, build_runners, close_runners
+
+log = logging.getLogger("tickwork")
+
+HOOKS_GRACE = 5.0  # seconds callbacks still running at shutdown get to finish
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class BadSetting(TickworkError):
+    """A setting (option, environment variable or config file key) tickwork cannot use."""
+
+
+class LoopEnded(TickworkError):
+    """A process loop returned although nobody asked the process to stop."""
+
+
+@dataclass
+class Process:
+    """One process being built: what it opened, what it runs, and how it stops."""
+
+    settings: Settings
+    stack: contextlib.AsyncExitStack
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    #: What the process says when a signal stops it (after the signal's name).
+    stop_message: Callable[[], str] = lambda: "stopping (again to stop at once)"
+    stopped_by: str = "stop"  # the signal's name, once one came
+    #: The running loops' tasks (filled as they start): what liveness probes look at.
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    _loops: dict[str, Coroutine[Any, Any, None]] = field(default_factory=dict)
+    _stop_steps: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def loop(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` under the supervisor, named ``name`` in logs and crash reports."""
+        self._loops[name] = coro
+
+    def on_stop(self, step: Callable[[], Awaitable[None]], *, first: bool = False) -> None:
+        """Run ``step`` when the process is asked to stop, after the steps added before it
+        (``first``: before them)."""
+        self._stop_steps.insert(0 if first else len(self._stop_steps), step)
+
+    def on_close(self, close: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Call ``close(*args)`` at exit, before whatever was registered earlier is closed."""
+        self.stack.push_async_callback(close, *args)
+
+    async def run(self) -> None:
+        """Run the loops until ``stop`` is set (then the stop steps) or one of them fails."""
+        loops = {name: self._guard(name, coro) for name, coro in self._loops.items()}
+        await supervise({**loops, "stop": self._stopping()})
+
+    def discard(self) -> None:
+        """Close the loops that will not run (the build failed after adding them)."""
+        for coro in self._loops.values():
+            coro.close()
+        self._loops.clear()
+
+    async def _stopping(self) -> None:
+        await self.stop.wait()
+        log.info("%s: %s", self.stopped_by, self.stop_message())
+        for step in self._stop_steps:
+            await step()
+
+    async def _guard(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.append(task)
+        await coro
+        if not self.stop.is_set():
+            raise LoopEnded(f"{name} stopped unexpectedly; shutting down")
+        await asyncio.Event().wait()  # stopping: the stop steps decide when all is done
+
+
+def run_process(settings: Settings, build: Callable[[Process], Awaitable[None]]) -> None:
+    """Blocking entry point of every process: ``build`` it, run it until SIGINT/SIGTERM.
+
+    The first signal runs the stop steps; a second one ends the process at once."""
+    configure_logging(settings.log_format)  # alembic's line per migration is quiet too
+    tune_gc()  # the server stack is imported by now: its objects are frozen out of collections
+    asyncio.run(serve(settings, build))
+
+
+async def serve(settings: Settings, build: Callable[[Process], Awaitable[None]]) -> None:
+    """Build the process and run it; everything it opened is closed when this returns."""
+    async with contextlib.AsyncExitStack() as stack:
+        process = Process(settings, stack)
+        _handle_signals(process)
+        stack.callback(_restore_signals)
+        try:
+            await build(process)
+        except BaseException:
+            process.discard()
+            raise
+        await process.run()
+
+
+def _handle_signals(process: Process) -> None:
+    loop = asyncio.get_running_loop()
+
+    def handle(sig: signal.Signals) -> None:
+        if not process.stop.is_set():
+            process.stopped_by = sig.name
+            process.stop.set()
+            return
+        log.warning("%s again: stopping at once", sig.name)
+        _restore_signals()
+        signal.raise_signal(sig)
+
+    for sig in _SIGNALS:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+            loop.add_signal_handler(sig, handle, sig)
+
+
+def _restore_signals() -> None:
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop = asyncio.get_running_loop()
+        for sig in _SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
+# -- parts every kind of process may use ---------------------------------------------------------
+
+
+async def opened_store(process: Process, database_url: str) -> SqlStore:
+    store = await open_store(database_url)
+    process.on_close(store.close)
+    return store
+
+
+def url_guard(settings: Settings) -> UrlGuard:
+    """The SSRF guard of http tasks and callbacks, opened to the networks in ``http_allow``."""
+    try:
+        return UrlGuard(parse_allow(settings.http_allow))
+    except ValueError as exc:
+        raise BadSetting(f"http_allow: {exc}") from None
+
+
+def runner_guard(guard: UrlGuard) -> HttpGuard:
+    """``guard`` as the http runner's send-time check (DNS may have changed since saving)."""
+
+    async def check(url: httpx2.URL) -> None:
+        try:
+            await guard.check(url)
+        except TargetRefused as exc:
+            raise RequestRefused(str(exc)) from None
+
+    return check
+
+
+def distributed_broker(process: Process, consumer: str | None = None) -> Broker:
+    """Distributed mode's broker: Redis Streams, or RabbitMQ (``broker_url``)."""
+    opened = open_broker(process.settings, consumer=consumer)
+    process.on_close(opened.close)
+    return opened
+
+
+def distributed_cancels(process: Process) -> CancelSignals:
+    opened = open_cancels(process.settings)
+    process.on_close(opened.close)
+    return opened
+
+
+def hooks(process: Process, store: Store, guard: UrlGuard) -> Hooks:
+    """Callbacks, their failures written into their task runs' logs; both finish at exit."""
+    callback_errors = CallbackErrorLog(store, utcnow)
+    process.on_close(callback_errors.flush, HOOKS_GRACE)
+    built = Hooks(url_guard=runner_guard(guard), on_error=callback_errors)
+    process.on_close(built.close, HOOKS_GRACE)
+    return built
+
+
+def runners(process: Process, guard: UrlGuard) -> Mapping[TaskKind, Runner]:
+    """The task runners, with output capture of python tasks installed for the process."""
+    built = build_runners(http_guard=runner_guard(guard))
+    capture.install()
+    process.stack.callback(capture.uninstall)
+    process.on_close(close_runners, built)
+    return built
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn without its own signal handling: signals belong to the process (see
+    ``_handle_signals``), whose stop steps shut this server down in their turn."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
+
+
+def coordination(process: Process) -> LeaseStore | None:
+    """The lease store of etcd or ZooKeeper (``coordination_url``); None: PostgreSQL's."""
+    if not process.settings.coordination_url:
+        return None
+    leases = open_leases(process.settings.coordination_url)
+    process.on_close(leases.close)
+    return leases
+
+
+async def register(process: Process, store: Store, info: WorkerInfo) -> None:
+    """This process in the registry (`tickwork status`), marked stopped at exit."""
+    await through_outages("register", lambda: store.register_worker(info))
+    process.on_close(stop_registration, store, info.id)
+
+
+def probes(process: Process, health: Health, endpoint: MetricsEndpoint) -> None:
+    """``/metrics``, ``/livez`` and ``/readyz`` on ``metrics_port`` (0: not served)."""
+    s = process.settings
+    if not s.metrics_port:
+        return
+    server = QuietServer(probe_server(s.metrics_host, s.metrics_port, health, endpoint).config)
+    serve_http(process, "probes", server)
+    where = f"http://{s.metrics_host}:{s.metrics_port}"
+    log.info("metrics and probes: %s/metrics, /livez, /readyz", where)
+
+
+def serve_http(process: Process, name: str, server: uvicorn.Server) -> None:
+    """Run ``server`` as a loop of the process; the first stop steps stop it."""
+    served = asyncio.Event()
+
+    async def run() -> None:
+        try:
+            await server.serve()
+        finally:
+            served.set()
+
+    async def stop_serving() -> None:
+        server.should_exit = True
+        await served.wait()
+
+    process.loop(name, run())
+    process.on_stop(stop_serving, first=True)
+
+
+def http_api(process: Process, app: FastAPI, what: str = "tickwork") -> None:
+    """Serve ``app`` on ``host:port``; the first stop step stops serving (no new requests
+    while running tasks drain)."""
+    s = process.settings
+    config = uvicorn.Config(
+        app, host=s.host, port=s.port, log_level="warning", access_log=False, lifespan="off"
+    )
+    server = QuietServer(config)
+    serve_http(process, "api", server)
+    # The dashboard's live streams never end by themselves; the server waits for them.
+    process.loop("dashboard-streams", end_streams_on_exit(app, lambda: server.should_exit))
+    log.info("%s is up: http://%s:%d (dashboard: http://%s:%d/)", what, *(s.host, s.port) * 2)
+
+
+def api_app(
+    services: Services,
+    settings: Settings,
+    role: Role = "all",
+    *,
+    health: Health | None = None,
+    metrics: MetricsEndpoint | None = None,
+    status: StatusService | None = None,
+    local_worker: WorkerInfo | None = None,
+) -> FastAPI:
+    """The HTTP API over ``services`` (idempotency keys live ``idempotency_ttl``), with the
+    dashboard at ``/`` (pages only for ``role="read"``; ``local_worker``: `tickwork up`'s
+    in-process pool, shown as a worker)."""
+    ttl = timedelta(seconds=settings.idempotency_ttl)
+    app = create_app(
+        services, security=Security.over(services, idempotency_ttl=ttl), role=role,
+        health=health, metrics=metrics, status=status,
+    )  # fmt: skip
+    return with_dashboard(app, services, writable=role != "read", local_worker=local_worker)
+
+
+# -- the process kinds ---------------------------------------------------------------------------
+
+
+async def build_api(process: Process, role: Role) -> None:
+    """Distributed mode's API: PostgreSQL, with `now` runs and cancels straight to the broker."""
+    s = process.settings
+    store = await opened_store(process, s.require_database())
+    broker = distributed_broker(process)
+    cancels = distributed_cancels(process)
+    # No wake: the leader polls every second and hands work to the broker ahead of time.
+    services = Services(
+        store, broker, clock=utcnow, url_guard=url_guard(s).check, cancels=cancels,
+        leader=functools.partial(leader_live, s, store),
+    )  # fmt: skip
+    # `tickwork status` asks the API: the lease is read where the schedulers hold it.
+    leases = coordination(process)
+    facts = FactsSource(store, utcnow, lease=leases.get_lease if leases else None)
+    health = Health(
+        "api", dependencies={"database": store.schema_revision, "broker": broker_check(broker)}
+    )
+    app = api_app(services, s, role, health=health, status=StatusService(store, facts))
+    http_api(process, app, f"tickwork API ({role})")
+
+
+async def build_read_api(process: Process) -> None:
+    """`tickwork api --role read` beside `tickwork up`. The schema is not migrated: a
+    replica follows its primary, which `tickwork up` migrates."""
+    store = await opened_store(process, process.settings.effective_database_url)
+    http_api(process, read_app(store), "tickwork read API")
+
+
+def wire(
+    store: Store,
+    settings: Settings,
+    *,
+    clock: Callable[[], datetime] = utcnow,
+    runners: Mapping[TaskKind, Runner] | None = None,
+    hooks: Hooks | None = None,
+) -> Embedded:
+    """The embedded runtime around an open, migrated store: an in-process broker and cancel
+    signals, one scheduler, one worker pool and the services of the API, measured (metrics).
+    Tests build it directly (and run its loops themselves); ``build_embedded`` builds it for
+    a process."""
+    store = observed_store(store, clock=clock, job_label=job_label())
+    broker = observed_broker(MemoryBroker())
+    cancels = MemoryCancelSignals()
+    guard = url_guard(settings)
+    pool_id = embedded_id()
+    if runners is None:
+        runners = build_runners(http_guard=runner_guard(guard))
+    if hooks is None:
+        hooks = Hooks(url_guard=runner_guard(guard), on_error=CallbackErrorLog(store, clock))
+    scheduler = Scheduler(
+        store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks
+    )
+    pool = WorkerPool(
+        store,
+        broker,
+        observed_runners(runners),
+        PoolConfig(
+            worker_id=pool_id,
+            queues=embedded_queues(settings),
+            concurrency=settings.concurrency,
+            # The only pool: claiming ahead can keep no other worker waiting here.
+            expected_duration=0.05,
+        ),
+        clock=clock,
+        rand=random.random,
+        on_complete=lambda outcomes, done: wake_if_needed(scheduler, outcomes, done),
+        hooks=hooks,
+        cancels=cancels,
+    )
+    services = Services(
+        store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels
+    )
+    facts = FactsSource(store, clock)
+    health = Health("embedded", dependencies={"database": store.schema_revision})
+    return Embedded(store, broker, scheduler, pool, services, cancels, pool_id, facts, health)
+
+
+async def build_embedded(process: Process) -> None:
+    """`tickwork up`: scheduler, worker pool and HTTP API in one process, on the data dir's
+    SQLite file unless ``database_url`` names another database."""
+    s = process.settings
+    process.stack.enter_context(lock_data_dir(s.data_dir))
+    store = await opened_store(process, s.effective_database_url)
+    await store.migrate()
+    guard = url_guard(s)
+    rt = wire(store, s, runners=runners(process, guard), hooks=hooks(process, store, guard))
+    process.on_close(rt.broker.close)
+    process.on_close(rt.cancels.close)
+    await bootstrap_token(store, s.data_dir)
+    orphans = await recover_orphans(rt, utcnow())
+    if orphans:
+        log.warning("recovered %d task run(s) left running by a previous process", orphans)
+    queues = embedded_queues(s)
+    await register(process, rt.store, process_info(rt.pool_id, "embedded", queues, s.concurrency))
+    metrics.LEADER.set(1)  # the only scheduler there is
+    process.stack.callback(metrics.LEADER.set, 0)
+    track_slots(rt.pool, s.concurrency)
+    process.loop("scheduler", rt.scheduler.run())
+    process.loop("worker-pool", rt.pool.run())
+    history = HistoryConfig(s.retention_days or None)
+    process.loop("history", maintain_history(rt.store, utcnow, history))
+    process.loop("registry", registry_beats(rt.store, rt.pool_id, lambda: rt.pool.active_count))
+    process.loop("unserved-queues", warn_unserved(rt.facts, lambda: True))
+    rt.health.loops.extend(process.tasks)  # filled as the loops start
+    grace = s.grace_for(EMBEDDED_GRACE)
+    process.stop_message = lambda: (
+        f"stopping; {rt.pool.active_count} running task(s) get up to {grace:g} s to finish, "
+        "the rest are retried on the next start (press Ctrl-C again to stop at once)"
+    )
+    process.on_stop(lambda: rt.pool.drain(grace))
+    local = process_info(rt.pool_id, "embedded", queues, s.concurrency)
+    app = api_app(
+        rt.services, s, health=rt.health, metrics=MetricsEndpoint(rt.facts),
+        status=StatusService(rt.store, rt.facts), local_worker=local,
+    )  # fmt: skip
+    http_api(process, app, "tickwork")
+    log.info("data: %s, %d tasks at once", s.data_dir, s.concurrency)
+
+
+async def build_scheduler(process: Process) -> None:
+    """A scheduler replica of distributed mode: replicas elect one leader on a lease."""
+    s = process.settings
+    store = observed_store(await opened_store(process, s.require_database()), job_label=job_label())
+    broker = observed_broker(distributed_broker(process))
+    leases = coordination(process)
+    built_hooks = hooks(process, store, url_guard(s))
+    replica = scheduler_replica(s, store, broker, built_hooks, clock=utcnow, leases=leases)
+    holder = replica.status.holder
+    log.info(
+        "scheduler replica %s campaigning (lease TTL %.0f s, in %s)",
+        holder,
+        s.lease_ttl,
+        s.coordination_url.split("://")[0] if leases else "PostgreSQL",
+    )
+    track_leadership(replica)
+    await register(process, store, process_info(holder, "scheduler"))
+    facts = FactsSource(store, utcnow, lease=leases.get_lease if leases else None)
+    # Cancelling the replica resigns its lease (in its own shutdown), before the store closes.
+    process.loop("scheduler", keep_campaigning(replica))
+    process.loop("registry", registry_beats(store, holder, lambda: int(leads(replica))))
+    process.loop("unserved-queues", warn_unserved(facts, lambda: leads(replica)))
+    health = scheduler_health(replica, store, broker)
+    health.loops.extend(process.tasks)
+    probes(process, health, MetricsEndpoint(facts, lambda: leads(replica)))
+
+
+async def build_worker(process: Process) -> None:
+    """A worker of distributed mode: takes task runs from the broker, records them in
+    PostgreSQL."""
+    s = process.settings
+    wid = worker_id()
+    set_process_fields(worker=wid)
+    queues = s.queues_for(("default",))
+    store = observed_store(await opened_store(process, s.require_database()), job_label=job_label())
+    broker = observed_broker(distributed_broker(process, consumer=wid))
+    cancels = distributed_cancels(process)
+    guard = url_guard(s)
+    pool = WorkerPool(
+        store,
+        broker,
+        observed_runners(runners(process, guard)),
+        PoolConfig(worker_id=wid, queues=queues, concurrency=s.concurrency),
+        clock=utcnow,
+        rand=random.random,
+        hooks=hooks(process, store, guard),
+        cancels=cancels,
+    )
+    await register(process, store, process_info(wid, "worker", queues, s.concurrency))
+    log.info("worker %s taking %s (%d at once)", wid, ",".join(queues), s.concurrency)
+    track_slots(pool, s.concurrency)
+    process.loop("worker-pool", pool.run())
+    process.loop("worker-registry", registry_beats(store, wid, lambda: pool.active_count))
+    process.on_stop(lambda: pool.drain(s.grace_for(WORKER_GRACE)))
+    health = Health(
+        "worker",
+        loops=process.tasks,
+        dependencies={"database": store.schema_revision, "broker": broker_check(broker)},
+        describe=lambda: {"worker": wid, "running": pool.active_count},
+    )
+    probes(process, health, MetricsEndpoint())
