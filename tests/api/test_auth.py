@@ -190,7 +190,7 @@ async def test_code_tasks_need_admin(
         r = await client.post("/api/v1/jobs/batch", json=batch)
         assert r.status_code == expected, r.text
         if expected == 403 and scope is Scope.WRITE:
-            assert "needs a `admin` token to save" in error_of(r)["message"]
+            assert "needs an `admin` token to save" in error_of(r)["message"]
             assert (await client.get("/api/v1/jobs")).json()["jobs"] == []
 
 

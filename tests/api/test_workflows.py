@@ -267,7 +267,7 @@ async def test_python_callbacks_need_admin(
     r = await writer.post(f"{API}/jobs", json=body)
     assert r.status_code == expected, r.text
     if expected == 403:
-        assert "needs a `admin` token to save python callbacks" in error_of(r)["message"]
+        assert "needs an `admin` token to save python callbacks" in error_of(r)["message"]
         assert (await writer.get(f"{API}/jobs")).json()["jobs"] == []
 
 

@@ -260,3 +260,23 @@ async def test_drain_hands_back_claimed_ahead_task_runs_without_an_attempt(
     interrupted = await detail(rt, busy)
     assert interrupted.task_runs[0].state is TaskRunState.UP_FOR_RETRY
     assert [a.error for a in interrupted.attempts] == ["interrupted by worker shutdown"]
+
+
+async def test_a_shell_success_records_exit_code_0_and_a_retry_keeps_the_run_start(
+    engine: Embedded,
+) -> None:
+    ok = await submit(engine, make_job("ok", now=now(), task=shell_task("true")))
+    done = await eventually(lambda: detail(engine, ok), finished)
+    assert done.task_runs[0].exit_code == 0
+    assert [a.exit_code for a in done.attempts] == [0]
+
+    failing = await submit(engine, make_job("no", now=now(), task=shell_task("false")))
+    first = await eventually(lambda: detail(engine, failing), finished)
+    assert first.run.state is RunState.FAILED and first.run.started_at is not None
+
+    await engine.services.retry_run(failing.run.id)
+    again = await eventually(
+        lambda: detail(engine, failing), lambda d: finished(d) and len(d.attempts) == 2
+    )
+    assert again.run.started_at == first.run.started_at  # the run's history is not rewritten
+    assert again.task_runs[0].attempt == 2

@@ -104,7 +104,8 @@ def requires(scope: Scope, then: Callable[[Request], None] | None = None) -> Dep
 def require_scope(token: ApiToken, scope: Scope, why: str = "") -> None:
     if not token.scope.allows(scope):
         because = f" {why}" if why else ""
-        raise AuthError(403, "forbidden", f"needs a `{scope}` token{because}")
+        article = "an" if str(scope)[:1] in "aeiou" else "a"
+        raise AuthError(403, "forbidden", f"needs {article} `{scope}` token{because}")
 
 
 def require_task_scope(token: ApiToken, kinds: Iterable[TaskKind]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -12,14 +13,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tickwork.cli.render import Col, Markup, fit
+
 #: Width of tables written to a pipe or file, where no terminal says how wide to be: wide
 #: enough that ids and instants never fold, so `| grep` sees whole rows.
 PIPE_WIDTH = 200
 
 
 def console() -> Console:
-    """A console on the current stdout (looked up per call, so test runners can capture it)."""
-    width = None if sys.stdout.isatty() else PIPE_WIDTH
+    """A console on the current stdout (looked up per call, so test runners can capture it),
+    as wide as ``COLUMNS`` says, else the terminal, else ``PIPE_WIDTH``."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit():
+        width: int | None = int(columns)
+    else:
+        width = None if sys.stdout.isatty() else PIPE_WIDTH
     return Console(file=sys.stdout, highlight=False, soft_wrap=False, width=width)
 
 
@@ -50,19 +58,27 @@ def emit(output: str, data: Any, line: str) -> None:
 
 
 def print_table(
-    columns: Sequence[str], rows: Iterable[Sequence[object]], title: str = "", empty: str = ""
+    columns: Sequence[str | Col],
+    rows: Iterable[Sequence[object]],
+    title: str = "",
+    empty: str = "",
+    wide: bool = False,
 ) -> None:
-    """A table; the first column (an id or a name) never wraps. ``empty``: said for no rows."""
-    rows = list(rows)
-    if not rows and empty:
+    """A table that fits the terminal: columns give way by priority (``Col.drop``) unless
+    ``wide``; the first column (an id or a name) never wraps. ``empty``: said for no rows."""
+    cols = [c if isinstance(c, Col) else Col(c) for c in columns]
+    cells = [[v if isinstance(v, Markup) else escape(_cell(v)) for v in row] for row in rows]
+    if not cells and empty:
         print_line(empty)
         return
+    out = console()
+    keep = fit(cols, cells, out.width, wide)
     table = Table(title=title or None, title_justify="left", show_edge=False, pad_edge=False)
-    for i, name in enumerate(columns):
-        table.add_column(name, no_wrap=i == 0, overflow="fold")
-    for row in rows:
-        table.add_row(*(_cell(v) for v in row))
-    console().print(table)
+    for i in keep:
+        table.add_column(cols[i].name, no_wrap=i == 0, overflow="fold")
+    for row in cells:
+        table.add_row(*(row[i] for i in keep))
+    out.print(table)
 
 
 def print_fields(fields: Mapping[str, object]) -> None:

@@ -41,7 +41,6 @@ from tickwork.store.run_rows import (
 from tickwork.store.schema import RUNS_UNIQUE_WHERE, attempts, jobs, runs, task_runs
 
 RUN_TERMINAL = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
-RUN_AT_REST = frozenset({RunState.SCHEDULED, RunState.QUEUED})
 DEAD = "dead"
 
 
@@ -449,10 +448,10 @@ def _derived(
     state = derive_run_state(TaskRunState(c["state"]) for c in children)
     started = [c["started_at"] for c in children if c["started_at"] is not None]
     finished = [c["finished_at"] for c in children if c["finished_at"] is not None]
+    # Once set, a run's start stays: a run retried after it finished keeps the instant it
+    # first started (retrying must not rewrite its history; its attempts say when each ran).
     started_at = parent["started_at"] or min(started, default=None)
-    if state in RUN_AT_REST:
-        started_at = None
-    elif state == RunState.RUNNING and started_at is None:
+    if state == RunState.RUNNING and started_at is None:
         started_at = now
     finished_at = None
     if state in RUN_TERMINAL:

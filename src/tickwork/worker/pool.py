@@ -303,7 +303,7 @@ class WorkerPool:
                 encoded = None
         if result.ok:
             done = self._finished(task_run, TaskRunState.SUCCESS, started, now)
-            return replace(done, result=encoded)
+            return replace(done, result=encoded, exit_code=result.exit_code)
         if result.cancelled and not task_run.cancel_requested:
             # Interrupted by our own shutdown, not by a user: give it back without judgement.
             return self._finished(
