@@ -114,8 +114,8 @@ async def test_parallel_backfill_makes_each_date_once_and_completes(store: Store
     assert (view.progress.succeeded, view.progress.remaining, view.progress.running) == (5, 0, 0)
 
 
-async def test_backfill_task_runs_run_below_live_work(store: Store) -> None:
-    rig = Rig(store)
+async def test_backfill_task_runs_run_below_live_work(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
     await rig.add_job()
     await rig.services.backfills.create(spec(max_active=5))
     await rig.scheduler.tick(rig.clock.now)
@@ -158,8 +158,8 @@ async def test_reprocess_rules_and_existing_runs(store: Store) -> None:
     assert (after.progress.succeeded, after.progress.skipped) == (4, 1)
 
 
-async def test_sequential_failure_pauses_and_resume_goes_on(store: Store) -> None:
-    rig = Rig(store)
+async def test_sequential_failure_pauses_and_resume_goes_on(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
     await rig.add_job()
     view = await rig.services.backfills.create(spec(mode=BackfillMode.SEQUENTIAL))
     await rig.drive(rounds=10, fail=lambda d: d == day(2))
@@ -176,8 +176,8 @@ async def test_sequential_failure_pauses_and_resume_goes_on(store: Store) -> Non
     assert done.backfill.state is BackfillState.COMPLETED and done.progress.failed == 1
 
 
-async def test_chunked_waits_for_each_chunk(store: Store) -> None:
-    rig = Rig(store)
+async def test_chunked_waits_for_each_chunk(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
     await rig.add_job()
     await rig.services.backfills.create(spec(mode=BackfillMode.CHUNKED, chunk_size=2))
     await rig.scheduler.tick(rig.clock.now)
@@ -187,8 +187,8 @@ async def test_chunked_waits_for_each_chunk(store: Store) -> None:
     assert len(await rig.runs()) == 5
 
 
-async def test_pause_resume_cancel(store: Store) -> None:
-    rig = Rig(store)
+async def test_pause_resume_cancel(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
     await rig.add_job()
     view = await rig.services.backfills.create(spec(max_active=1))
     await rig.services.backfills.pause(view.backfill.id)
@@ -208,22 +208,22 @@ async def test_pause_resume_cancel(store: Store) -> None:
     assert len(await rig.runs()) == 1  # a cancelled backfill starts nothing more
 
 
-async def test_cancel_lets_running_runs_finish_unless_kill(store: Store) -> None:
-    rig = Rig(store)
+async def test_cancel_lets_running_runs_finish_unless_kill(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
     await rig.add_job()
     view = await rig.services.backfills.create(spec(max_active=1))
     await rig.scheduler.tick(rig.clock.now)
     delivered = await rig.broker.consume(["default"], 10, 0.01)
-    await store.claim([(d.task_run_id, d.attempt) for d in delivered], "w", rig.clock.now)
+    await rig.store.claim([(d.task_run_id, d.attempt) for d in delivered], "w", rig.clock.now)
     await rig.services.backfills.cancel(view.backfill.id)
     assert [r.state for r in await rig.runs()] == [RunState.RUNNING]
 
     second = await rig.services.backfills.create(spec(start=day(3), max_active=1))
     await rig.scheduler.tick(rig.clock.now)
     delivered = await rig.broker.consume(["default"], 10, 0.01)
-    claimed = await store.claim([(d.task_run_id, d.attempt) for d in delivered], "w", T0)
+    claimed = await rig.store.claim([(d.task_run_id, d.attempt) for d in delivered], "w", T0)
     await rig.services.backfills.cancel(second.backfill.id, kill=True)
-    task_run = await store.get_task_run(claimed[0].id)
+    task_run = await rig.store.get_task_run(claimed[0].id)
     assert task_run is not None and task_run.cancel_requested
 
 
@@ -243,8 +243,8 @@ async def test_a_restart_in_the_middle_loses_and_doubles_nothing(store: Store) -
     assert done.backfill.state is BackfillState.COMPLETED
 
 
-async def test_overlapping_backfills_and_bad_input_are_refused(store: Store) -> None:
-    rig = Rig(store)
+async def test_overlapping_backfills_and_bad_input_are_refused(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
     await rig.add_job()
     first = await rig.services.backfills.create(spec())
     with pytest.raises(Conflict) as refused:

@@ -1,4 +1,5 @@
-"""The schedule ledger over a real store (SQLite and PostgreSQL): a month of a daily job run
+"""The schedule ledger over a real store (SQLite; the runs come through ``list_runs``, whose
+contract suite covers PostgreSQL): a month of a daily job run
 by the real scheduler shows only ``ran``; an outage without catch-up shows ``skipped``; ticks
 nobody acted on are ``missed`` and counted by ``missed_ticks``."""
 
@@ -23,8 +24,8 @@ async def _daily_job(rig: Rig, name: str = "daily", *, catchup: bool = False) ->
     await rig.store.create_jobs([(job, [])])
 
 
-async def test_a_month_run_by_the_scheduler_shows_only_ran(store: Store) -> None:
-    rig = Rig(store)
+async def test_a_month_run_by_the_scheduler_shows_only_ran(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
     await _daily_job(rig)
     for day in range(31):
         rig.clock.now = utc(2026, 3, 1, 1, 0, 1) + timedelta(days=day)
@@ -35,8 +36,8 @@ async def test_a_month_run_by_the_scheduler_shows_only_ran(store: Store) -> None
     assert await rig.services.ledger.missed_ticks(MONTH_START, rig.clock.now) == []
 
 
-async def test_outages_show_as_skipped_or_missed(store: Store) -> None:
-    rig = Rig(store)
+async def test_outages_show_as_skipped_or_missed(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
     await _daily_job(rig)
     rig.clock.now = utc(2026, 3, 5, 1, 0, 1)  # down from the 1st: no catch-up
     await rig.scheduler.tick(rig.clock.now)
