@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -18,6 +18,8 @@ from tickwork.store import SqlStore, open_store
 from tickwork.store.engine import create_engines
 from tickwork.store.fences import hold as hold_fence_row
 from tickwork.store.leases import hold_fence
+from tickwork.store.pg_dialect import PostgresDialect
+from tickwork.store.pg_direct import DirectWriter
 
 NAME = "scheduler"
 S = TaskRunState
@@ -214,7 +216,8 @@ async def test_postgres_takeover_waits_for_a_fenced_write_in_flight(pg_url: str)
         lease = await leader.acquire_lease(NAME, "leader", 0.5)
         assert lease is not None
         with engines.write.connect() as conn, conn.begin():
-            hold_fence(conn, lease.fence, datetime.now(UTC))  # a fenced write, begun in time
+            dialect = PostgresDialect(DirectWriter(engines.write.url))
+            hold_fence(conn, dialect, lease.fence)  # a fenced write, begun in time
             # ... and still open after its lease ran out, when a rival tries to take over:
             expired = sa.text("SELECT clock_timestamp() > :at").bindparams(at=lease.expires_at)
 
@@ -243,7 +246,8 @@ async def test_postgres_new_external_token_waits_for_an_older_write_in_flight(
     try:
         await leader.truncate_all()
         with engines.write.connect() as conn, conn.begin():
-            hold_fence_row(conn, old, datetime.now(UTC))  # the old leader's write, in flight
+            dialect = PostgresDialect(DirectWriter(engines.write.url))
+            hold_fence_row(conn, dialect, old)  # the old leader's write, in flight
             takeover = asyncio.create_task(rival.check_fence(new))
             await eventually(lambda: asyncio.to_thread(_waiting_for_a_lock, pg_url), bool)
             assert not takeover.done()  # the new token waits until the old write has ended

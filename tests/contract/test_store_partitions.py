@@ -17,6 +17,8 @@ from tickwork.core.model import Job, LogChunk, NewRun, TaskRunState
 from tickwork.ids import new_id
 from tickwork.store import SqlStore, partitions
 from tickwork.store.engine import normalize_url
+from tickwork.store.pg_dialect import PostgresDialect
+from tickwork.store.pg_direct import DirectWriter
 from tickwork.store.run_keys import has_key
 from tickwork.store.runs import insert_new_runs
 
@@ -159,15 +161,18 @@ async def test_two_transactions_taking_one_fire_at_once_insert_it_once(
     await pg_store.create_jobs([(job, [])])
     first, second = make_run(job, fire), make_run(job, fire)
     engine = sa.create_engine(normalize_url(pg_url))
+    dialect = PostgresDialect(DirectWriter(engine.url))
 
     def second_one() -> list[str]:
         with engine.begin() as other_conn:
-            return [tr.id for tr in insert_new_runs(other_conn, [second])]
+            return [tr.id for tr in insert_new_runs(other_conn, dialect, [second])]
 
     pool = ThreadPoolExecutor(1)
     try:
         with engine.begin() as conn:
-            assert [tr.id for tr in insert_new_runs(conn, [first])] == [first.task_runs[0].id]
+            assert [tr.id for tr in insert_new_runs(conn, dialect, [first])] == [
+                first.task_runs[0].id
+            ]
             later = pool.submit(second_one)
             _wait_for_lock_wait(engine)
             assert not later.done()

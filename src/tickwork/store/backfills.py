@@ -10,9 +10,9 @@ and cancel bump the version too, so a step planned before them writes nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
@@ -28,7 +28,6 @@ from tickwork.core.backfill import (
 from tickwork.core.errors import Conflict
 from tickwork.core.model import RunState, RunTrigger, TaskRun, TaskRunState
 from tickwork.core.states import CANCELLABLE_AT_REST, TERMINAL
-from tickwork.ports import Fence
 from tickwork.ports.backfills import (
     BackfillCounts,
     BackfillDate,
@@ -36,6 +35,7 @@ from tickwork.ports.backfills import (
     OpenDate,
 )
 from tickwork.store.common import chunked, param
+from tickwork.store.dialect import Dialect
 from tickwork.store.rows import retry_to_json, task_run_from_row
 from tickwork.store.runs import cancel_task_runs, insert_new_runs, refresh_runs
 from tickwork.store.schema import backfill_runs, backfills, runs, task_runs
@@ -43,66 +43,6 @@ from tickwork.store.schema import backfill_runs, backfills, runs, task_runs
 T = TypeVar("T")
 _ACTIVE = [s.value for s in ACTIVE_STATES]
 _AT_REST_RUN = (RunState.SCHEDULED.value, RunState.QUEUED.value)
-
-
-class SqlBackfillMethods:
-    """The ``BackfillStore`` port of ``SqlStore``: each method is one transaction."""
-
-    if TYPE_CHECKING:
-
-        async def _write(self, work: Callable[[Connection], T]) -> T: ...
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-        def _fenced(
-            self, fence: Fence | None, work: Callable[[Connection], T]
-        ) -> Callable[[Connection], T]: ...
-
-    async def create_backfill(self, backfill: Backfill) -> None:
-        await self._write(lambda conn: create_backfill(conn, backfill))
-
-    async def get_backfill(self, backfill_id: str) -> Backfill | None:
-        return await self._read(lambda conn: get_backfill(conn, backfill_id))
-
-    async def list_backfills(self, *, job_id: str | None = None, limit: int = 50) -> list[Backfill]:
-        return await self._read(lambda conn: list_backfills(conn, job_id, limit))
-
-    async def running_backfills(self, limit: int) -> list[Backfill]:
-        return await self._read(lambda conn: running_backfills(conn, limit))
-
-    async def open_dates(self, backfill_id: str) -> list[OpenDate]:
-        return await self._read(lambda conn: open_dates(conn, backfill_id))
-
-    async def runs_for_dates(
-        self, job_id: str, dates: Sequence[datetime]
-    ) -> dict[datetime, tuple[str, RunState]]:
-        return await self._read(lambda conn: runs_for_dates(conn, job_id, dates))
-
-    async def step_backfill(self, step: BackfillStepWrite, *, fence: Fence | None = None) -> bool:
-        return await self._write(self._fenced(fence, lambda conn: step_backfill(conn, step)))
-
-    async def set_backfill_state(
-        self,
-        backfill_id: str,
-        expected: frozenset[BackfillState],
-        state: BackfillState,
-        now: datetime,
-        reason: str | None = None,
-    ) -> bool:
-        return await self._write(
-            lambda conn: set_state(conn, backfill_id, expected, state, now, reason=reason)
-        )
-
-    async def cancel_backfill(
-        self, backfill_id: str, now: datetime, *, kill: bool
-    ) -> list[TaskRun]:
-        return await self._write(lambda conn: cancel_backfill(conn, backfill_id, now, kill))
-
-    async def backfill_counts(self, backfill_id: str) -> BackfillCounts:
-        return await self._read(lambda conn: backfill_counts(conn, backfill_id))
-
-    async def backfill_dates(
-        self, backfill_id: str, *, limit: int = 100, after: datetime | None = None
-    ) -> list[BackfillDate]:
-        return await self._read(lambda conn: backfill_dates(conn, backfill_id, limit, after))
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -300,7 +240,7 @@ def set_state(
     return _bump(conn, backfill_id, backfills.c.state.in_([s.value for s in expected]), values)
 
 
-def step_backfill(conn: Connection, step: BackfillStepWrite) -> bool:
+def step_backfill(conn: Connection, dialect: Dialect, step: BackfillStepWrite) -> bool:
     values = {
         "cursor": step.cursor,
         "exhausted": step.exhausted,
@@ -312,7 +252,7 @@ def step_backfill(conn: Connection, step: BackfillStepWrite) -> bool:
     if not _bump(conn, step.backfill_id, backfills.c.version == step.version, values):
         return False
     _close(conn, step.backfill_id, step.closed)
-    inserted = {tr.run_id for tr in insert_new_runs(conn, step.new_runs)}
+    inserted = {tr.run_id for tr in insert_new_runs(conn, dialect, step.new_runs)}
     records = [(n.run.logical_date, n.run.id, Action.CREATE) for n in step.new_runs]
     taken = [(date, rid) for date, rid, _ in records if rid not in inserted]
     records = [r for r in records if r[1] in inserted]

@@ -7,8 +7,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from tickwork.core.errors import Conflict
@@ -43,23 +41,6 @@ def key_in(keys: Sequence[TaskKey]) -> sa.ColumnElement[bool]:
 def param(column: sa.Column[Any]) -> sa.BindParameter[Any]:
     """A named bind parameter typed like ``column``, for executemany updates."""
     return sa.bindparam(f"p_{column.name}", type_=column.type)
-
-
-def insert_ignoring_duplicates(
-    conn: Connection,
-    table: sa.Table,
-    index_elements: Sequence[str],
-    index_where: sa.ColumnElement[bool] | sa.TextClause | None = None,
-) -> sa.Insert:
-    """``INSERT … ON CONFLICT (index_elements) [WHERE index_where] DO NOTHING`` in the
-    connection's dialect (``index_where``: the predicate of a partial unique index)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing(
-            index_elements=index_elements, index_where=index_where
-        )
-    return sqlite.insert(table).on_conflict_do_nothing(
-        index_elements=index_elements, index_where=index_where
-    )
 
 
 _PARTITION_PKEY = re.compile(r"_(p\d{6}|default)_pkey")

@@ -8,9 +8,9 @@ the newest runs of the (job,) logical date index, never by scanning task runs.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -24,47 +24,6 @@ T = TypeVar("T")
 FAILED = TaskRunState.FAILED.value
 #: How many of the newest runs the lateness figures are computed over.
 LATENESS_RUNS = 500
-
-
-class SqlDashboardReads:
-    """The ``DashboardReads`` port of ``SqlStore``: each method is one read transaction."""
-
-    if TYPE_CHECKING:
-
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def run_state_counts(self, since: datetime) -> list[StateCount]:
-        return await self._read(lambda conn: run_state_counts(conn, since))
-
-    async def queue_depths(self) -> list[QueueDepth]:
-        return await self._read(queue_depths)
-
-    async def failing_now(self, since: datetime, limit: int) -> list[TaskRun]:
-        return await self._read(lambda conn: failing_now(conn, since, limit))
-
-    async def start_lateness(self, since: datetime, limit: int) -> list[float]:
-        return await self._read(lambda conn: start_lateness(conn, since, limit))
-
-    async def recent_run_states(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[Run]]:
-        return await self._read(lambda conn: recent_run_states(conn, job_ids, per_job))
-
-    async def grid(self, job_id: str, runs: int) -> list[GridColumn]:
-        return await self._read(lambda conn: grid(conn, job_id, runs))
-
-    async def running_task_runs(self, limit: int) -> list[TaskRun]:
-        return await self._read(lambda conn: running_task_runs(conn, limit))
-
-    async def pool_waiting(self) -> dict[str, int]:
-        return await self._read(pool_waiting)
-
-    async def dead_letter_count(self, cap: int) -> int:
-        return await self._read(lambda conn: dead_letter_count(conn, cap))
-
-    async def change_digest(self) -> tuple[Any, ...]:
-        return await self._read(change_digest)
-
-    async def run_digest(self, run_id: str) -> tuple[Any, ...]:
-        return await self._read(lambda conn: run_digest(conn, run_id))
 
 
 def run_state_counts(conn: Connection, since: datetime) -> list[StateCount]:

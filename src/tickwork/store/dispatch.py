@@ -1,7 +1,8 @@
 """Dispatch and execution: due work, queueing, claims, heartbeats, completion, requeue.
 
 Every statement here is batched: one ``WHERE (id, attempt) IN (…)`` update per chunk of keys,
-never one statement per task run.
+never one statement per task run. The worker's hot statements (claim, heartbeat, and the
+lock and write of completion) are the dialect's; what they mean is decided here, once.
 """
 
 from __future__ import annotations
@@ -13,16 +14,17 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from tickwork.core.model import Outcome, RunState, TaskRun, TaskRunState
 from tickwork.core.states import DISPATCHABLE, OUTCOMES, TERMINAL, derive_run_state
 from tickwork.ports import Completion, TaskKey
-from tickwork.store.common import chunked, key_in, param
+from tickwork.store.common import chunked, key_in
+from tickwork.store.dialect import Dialect
 from tickwork.store.gates import admit, may_queue, ungated
 from tickwork.store.rows import task_run_from_row
 from tickwork.store.runs import refresh_runs
-from tickwork.store.schema import attempts, jobs, runs, task_runs
+from tickwork.store.schema import jobs, runs, task_runs
 
 S = TaskRunState
 _DISPATCHABLE = [s.value for s in DISPATCHABLE]
@@ -119,12 +121,12 @@ def _move(
     now: datetime,
 ) -> list[TaskRun]:
     """Conditionally update the rows with these keys; refresh their runs; return the rows won."""
-    won = _update_returning(conn, keys, where, values)
+    won = update_returning(conn, keys, where, values)
     refresh_runs(conn, [tr.run_id for tr in won], now)
     return won
 
 
-def _update_returning(
+def update_returning(
     conn: Connection,
     keys: Sequence[TaskKey],
     where: sa.ColumnElement[bool],
@@ -142,15 +144,17 @@ def _update_returning(
     return won
 
 
-def mark_queued(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+def mark_queued(
+    conn: Connection, dialect: Dialect, keys: Sequence[TaskKey], now: datetime
+) -> list[TaskRun]:
     """Queue the task runs with these keys; one that declares a pool only if it fits."""
     dispatchable = task_runs.c.state.in_(_DISPATCHABLE)
     values = {"state": S.QUEUED.value, "queued_at": now}
-    won = _update_returning(conn, keys, sa.and_(dispatchable, task_runs.c.pool.is_(None)), values)
+    won = update_returning(conn, keys, sa.and_(dispatchable, task_runs.c.pool.is_(None)), values)
     pooled = _pooled(conn, keys, dispatchable)
     if pooled:
-        fits = [(tr.id, tr.attempt) for tr in admit(conn, pooled)]
-        won += _update_returning(conn, fits, dispatchable, values)
+        fits = [(tr.id, tr.attempt) for tr in admit(conn, dialect, pooled)]
+        won += update_returning(conn, fits, dispatchable, values)
     _runs_scheduled_to_queued(conn, won)
     return won
 
@@ -166,37 +170,34 @@ def _pooled(
     return sorted(found, key=lambda tr: (-tr.priority, tr.logical_date, tr.due_at, tr.id))
 
 
-def queue_ahead(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+def queue_ahead(
+    conn: Connection, dialect: Dialect, keys: Sequence[TaskKey], now: datetime
+) -> list[TaskRun]:
     """Queue task runs before they are due: ``queued_at`` is the due instant (``now`` if that
     has passed), when a worker may first claim them. Paused jobs' task runs are left alone."""
-    _lock_jobs_of(conn, keys)
+    if dialect.locks_rows:
+        _lock_jobs_of(conn, dialect, keys)
     now_ = sa.literal(now, task_runs.c.due_at.type)
     claimable = sa.case((task_runs.c.due_at > now_, task_runs.c.due_at), else_=now_)
     where = sa.and_(task_runs.c.state.in_(_DISPATCHABLE), _NOT_PAUSED, ungated())
-    won = _update_returning(conn, keys, where, {"state": S.QUEUED.value, "queued_at": claimable})
+    won = update_returning(conn, keys, where, {"state": S.QUEUED.value, "queued_at": claimable})
     _runs_scheduled_to_queued(conn, won)
     return won
 
 
-def _lock_jobs_of(conn: Connection, keys: Sequence[TaskKey]) -> None:
-    """On PostgreSQL, share-lock the rows of the task runs' jobs until the hand-off commits.
+def _lock_jobs_of(conn: Connection, dialect: Dialect, keys: Sequence[TaskKey]) -> None:
+    """Share-lock the rows of the task runs' jobs until the hand-off commits.
 
     Pausing, changing or deleting a job updates its row and then gives back the work handed
     out ahead of time. With the row locked, such a change either commits first (and the
     ``_NOT_PAUSED`` and state conditions see it) or waits, and then sees these task runs
     queued and takes them back. Without the lock it could slip in between and miss them.
-    (SQLite runs one write transaction at a time.)
+    (Where rows cannot be locked, write transactions run one at a time.)
     """
-    if conn.dialect.name != "postgresql":
-        return
     for chunk in chunked(keys):
         ids = sa.select(task_runs.c.job_id).where(task_runs.c.id.in_([k[0] for k in chunk]))
-        conn.execute(
-            sa.select(jobs.c.id)
-            .where(jobs.c.id.in_(ids))
-            .order_by(jobs.c.id)
-            .with_for_update(read=True)
-        ).all()
+        query = sa.select(jobs.c.id).where(jobs.c.id.in_(ids)).order_by(jobs.c.id)
+        conn.execute(dialect.share_lock(query)).all()
 
 
 def _runs_scheduled_to_queued(conn: Connection, won: Sequence[TaskRun]) -> None:
@@ -212,17 +213,11 @@ def _runs_scheduled_to_queued(conn: Connection, won: Sequence[TaskRun]) -> None:
 
 
 def claim(
-    conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
+    conn: Connection, dialect: Dialect, keys: Sequence[TaskKey], worker_id: str, now: datetime
 ) -> list[TaskRun]:
-    values = {
-        "state": S.RUNNING.value,
-        "worker_id": worker_id,
-        "started_at": now,
-        "heartbeat_at": now,
-    }
-    won = _update_returning(conn, keys, task_runs.c.state == S.QUEUED.value, values)
-    _mark_runs_running(conn, {tr.run_id for tr in won}, now)
-    return with_inputs(conn, won)
+    """Move queued task runs to running for ``worker_id`` (and their runs to running); the
+    ones won, each with the results of its direct upstreams."""
+    return with_inputs(conn, dialect.claim(conn, keys, worker_id, now))
 
 
 def with_inputs(conn: Connection, claimed: list[TaskRun]) -> list[TaskRun]:
@@ -251,7 +246,7 @@ def with_inputs(conn: Connection, claimed: list[TaskRun]) -> list[TaskRun]:
     ]
 
 
-def _mark_runs_running(conn: Connection, run_ids: set[str], now: datetime) -> None:
+def mark_runs_running(conn: Connection, run_ids: set[str], now: datetime) -> None:
     """A run holding a running task run is running, whatever its other task runs are doing
     (``derive_run_state``; a unit test holds that), so a claim reads no siblings."""
     started = sa.literal(now, type_=runs.c.started_at.type)
@@ -285,21 +280,11 @@ def release(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: date
     return len(_move(conn, keys, where, values, now))
 
 
-def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
-    cancel: set[str] = set()
-    for chunk in chunked(keys):
-        result = conn.execute(
-            sa.update(task_runs)
-            .where(
-                key_in(chunk),
-                task_runs.c.state == S.RUNNING.value,
-                task_runs.c.worker_id == worker_id,
-            )
-            .values(heartbeat_at=now)
-            .returning(task_runs.c.id, task_runs.c.cancel_requested)
-        )
-        cancel.update(row.id for row in result if row.cancel_requested)
-    return cancel
+def heartbeat(
+    conn: Connection, dialect: Dialect, keys: Sequence[TaskKey], worker_id: str, now: datetime
+) -> set[str]:
+    """Stamp the task runs ``worker_id`` runs; the ids of those whose cancel was requested."""
+    return dialect.heartbeat(conn, keys, worker_id, now)
 
 
 # -- completion ------------------------------------------------------------------------
@@ -314,24 +299,19 @@ def outcomes_by_key(outcomes: Sequence[Outcome]) -> dict[TaskKey, Outcome]:
     return {(o.task_run_id, o.attempt): o for o in reversed(outcomes)}
 
 
-def complete(conn: Connection, outcomes: Sequence[Outcome]) -> Completion:
+def complete(conn: Connection, dialect: Dialect, outcomes: Sequence[Outcome]) -> Completion:
     by_key = outcomes_by_key(outcomes)
-    applied: list[tuple[RowMapping, Outcome]] = []
-    for chunk in chunked(list(by_key)):
-        # Lock the rows first so the attempt history matches exactly the updates applied.
-        result = conn.execute(
-            sa.select(*_COMPLETE_COLUMNS)
-            .where(key_in(chunk), task_runs.c.state == S.RUNNING.value)
-            .order_by(task_runs.c.id)
-            .with_for_update()
-        )
-        applied.extend((row, by_key[(row["id"], row["attempt"])]) for row in result.mappings())
+    # Lock the rows first so the attempt history matches exactly the updates applied.
+    locked = dialect.lock_running(conn, list(by_key))
+    applied = [(row, by_key[(row["id"], row["attempt"])]) for row in locked]
     if not applied:
         return Completion(applied=[])
-    conn.execute(_COMPLETE_UPDATE, [completion_values(row, o) for row, o in applied])
-    conn.execute(attempts.insert(), [attempt_values(row, o) for row, o in applied])
-    alone = [(row, o) for row, o in applied if row["siblings"] == 1]
-    _set_single_task_runs(conn, alone)
+    dialect.write_outcomes(
+        conn,
+        [completion_values(row, o) for row, o in applied],
+        [attempt_values(row, o) for row, o in applied],
+        [single_run_values(row, o) for row, o in applied if row["siblings"] == 1],
+    )
     finished = max(o.finished_at for _, o in applied)
     family = [row["run_id"] for row, _ in applied if row["siblings"] != 1]
     ready = refresh_runs(conn, family, finished)
@@ -368,62 +348,24 @@ def queue_ready(conn: Connection, ids: Sequence[str], now: datetime) -> list[Tas
     return won
 
 
-def _set_single_task_runs(conn: Connection, applied: Sequence[tuple[RowMapping, Outcome]]) -> None:
-    """A run with one task run takes its state straight from the outcome: no sibling reads."""
-    if not applied:
-        return
-    conn.execute(_SINGLE_RUN_UPDATE, [single_run_values(row, o) for row, o in applied])
-
-
 def single_run_values(row: Mapping[Any, Any], o: Outcome) -> dict[str, Any]:
     state = derive_run_state([o.state])
     return {
-        "p_key_id": row["run_id"],
-        "p_state": state.value,
-        "p_started_at": o.started_at or row["started_at"],
-        "p_finished_at": o.finished_at if state in _RUN_FINISHED else None,
+        "key_id": row["run_id"],
+        "state": state.value,
+        "started_at": o.started_at or row["started_at"],
+        "finished_at": o.finished_at if state in _RUN_FINISHED else None,
     }
 
 
 _RUN_FINISHED = frozenset(derive_run_state([s]) for s in TERMINAL)
 
-_SINGLE_RUN_UPDATE = (
-    sa.update(runs)
-    .where(runs.c.id == sa.bindparam("p_key_id"))
-    .values(
-        state=param(runs.c.state),
-        # The run started when its first attempt did; a retry keeps that.
-        started_at=sa.func.coalesce(runs.c.started_at, param(runs.c.started_at)),
-        finished_at=param(runs.c.finished_at),
-    )
-)
+#: What completion reads of a task run it locks (not the JSON spec columns: decoding them
+#: is wasted); the dialect adds ``siblings``, how many task runs its run has (one: the
+#: run's state follows from the outcome alone).
+LOCKED = ("id", "attempt", "run_id", "due_at", "started_at", "heartbeat_at", "worker_id", "pool")
 
-
-_siblings = sa.alias(task_runs, "siblings")
-
-#: What completion reads of a task run (not the JSON spec columns: decoding them is wasted),
-#: and how many task runs its run has (one: the run's state follows from the outcome alone).
-_COMPLETE_COLUMNS = (
-    *(
-        task_runs.c[name]
-        for name in (
-            "id",
-            "attempt",
-            "run_id",
-            "due_at",
-            "started_at",
-            "heartbeat_at",
-            "worker_id",
-            "pool",
-        )
-    ),
-    sa.select(sa.func.count())
-    .where(_siblings.c.run_id == task_runs.c.run_id)
-    .scalar_subquery()
-    .label("siblings"),
-)
-
-#: The task-run columns an outcome writes (also ``pg_dispatch``'s completion statement).
+#: The task-run columns an outcome writes (``completion_values``).
 COMPLETED_COLUMNS = (
     "state",
     "attempt",
@@ -437,33 +379,23 @@ COMPLETED_COLUMNS = (
     "result",
 )
 
-_COMPLETE_UPDATE = (
-    sa.update(task_runs)
-    .where(
-        task_runs.c.id == sa.bindparam("p_key_id"),
-        task_runs.c.attempt == sa.bindparam("p_key_attempt"),
-        task_runs.c.state == S.RUNNING.value,
-    )
-    .values({name: param(task_runs.c[name]) for name in COMPLETED_COLUMNS})
-)
-
 
 def completion_values(row: Mapping[Any, Any], o: Outcome) -> dict[str, Any]:
     retry = o.state == S.UP_FOR_RETRY
     return {
-        "p_key_id": row["id"],
-        "p_key_attempt": row["attempt"],
-        "p_state": o.state.value,
-        "p_attempt": row["attempt"] + 1 if retry else row["attempt"],
-        "p_due_at": (o.retry_at or o.finished_at) if retry else row["due_at"],
+        "key_id": row["id"],
+        "key_attempt": row["attempt"],
+        "state": o.state.value,
+        "attempt": row["attempt"] + 1 if retry else row["attempt"],
+        "due_at": (o.retry_at or o.finished_at) if retry else row["due_at"],
         # A retry's fields describe the attempt to come; the one just finished is history.
-        "p_started_at": None if retry else (o.started_at or row["started_at"]),
-        "p_finished_at": None if retry else o.finished_at,
-        "p_heartbeat_at": None if retry else row["heartbeat_at"],
-        "p_worker_id": None if retry else (o.worker_id or row["worker_id"]),
-        "p_error": o.error,
-        "p_exit_code": o.exit_code,
-        "p_result": o.result if o.state == S.SUCCESS else None,
+        "started_at": None if retry else (o.started_at or row["started_at"]),
+        "finished_at": None if retry else o.finished_at,
+        "heartbeat_at": None if retry else row["heartbeat_at"],
+        "worker_id": None if retry else (o.worker_id or row["worker_id"]),
+        "error": o.error,
+        "exit_code": o.exit_code,
+        "result": o.result if o.state == S.SUCCESS else None,
     }
 
 

@@ -8,9 +8,8 @@ indexes of SQLite, so a scrape costs what the backlog holds, not the history.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -30,23 +29,6 @@ PG_SETTINGS = (
     "jit",
     "server_version",
 )
-
-
-class SqlFactsMethods:
-    """The ``FactsStore`` port of ``SqlStore``."""
-
-    if TYPE_CHECKING:
-
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def facts(self, now: datetime, missed_since: datetime) -> StoreFacts:
-        return await self._read(lambda conn: read_facts(conn, now, missed_since))
-
-    async def schema_revision(self) -> str | None:
-        return await self._read(schema_revision)
-
-    async def server_facts(self) -> dict[str, str]:
-        return await self._read(server_facts)
 
 
 def read_facts(conn: Connection, now: datetime, missed_since: datetime) -> StoreFacts:

@@ -14,52 +14,38 @@ The leader's own fenced writes queue on that row lock one after the other; they 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from tickwork.ports import Fence, Fenced
 from tickwork.store import leases
+from tickwork.store.dialect import Dialect
 from tickwork.store.schema import fences
 
 T = TypeVar("T")
 
 
-class SqlFenceMethods:
-    """The ``FenceStore`` port of ``SqlStore``."""
-
-    if TYPE_CHECKING:
-        _clock: Callable[[], datetime]
-
-        async def _write(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def check_fence(self, fence: Fence) -> None:
-        await self._write(lambda conn: hold(conn, fence, self._clock()))
-
-
-def hold(conn: Connection, fence: Fence, local_now: datetime) -> None:
+def hold(conn: Connection, dialect: Dialect, fence: Fence) -> None:
     """Raise ``Fenced`` unless ``fence`` may write, and keep that true until the transaction
     ends: the lease row's check for a database lease, the fence row's for an external one."""
     if not fence.external:
-        leases.hold_fence(conn, fence, local_now)
-    elif highest_seen(conn, fence) != fence.token:
+        leases.hold_fence(conn, dialect, fence)
+    elif highest_seen(conn, dialect, fence) != fence.token:
         raise Fenced(fence)
 
 
-def highest_seen(conn: Connection, fence: Fence) -> int | None:
+def highest_seen(conn: Connection, dialect: Dialect, fence: Fence) -> int | None:
     """Raise the fence row of ``fence.lease`` to ``fence.token`` if that is higher, and
     return its token (None if it was higher than ``fence.token``: refused)."""
-    table_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    insert = table_insert(fences).values(name=fence.lease, token=fence.token)
     # An equal token updates the row too: that is what locks it for the transaction.
-    upsert = insert.on_conflict_do_update(
+    upsert = dialect.upsert(
+        fences,
+        {"name": fence.lease, "token": fence.token},
         index_elements=["name"],
-        set_={"token": insert.excluded.token},
-        where=fences.c.token <= insert.excluded.token,
+        set_={"token": fence.token},
+        where=fences.c.token <= fence.token,
     )
     token: int | None = conn.scalar(upsert.returning(fences.c.token))
     return token

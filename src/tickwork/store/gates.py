@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.core.model import RunState, TaskRun, TaskRunState
+from tickwork.store.dialect import Dialect
 from tickwork.store.pools import used_slots
 from tickwork.store.schema import jobs, pools, runs, task_runs
 
@@ -96,17 +97,17 @@ def may_queue() -> sa.ColumnElement[bool]:
     return sa.and_(_pool_not_full(), _past_ok(), _max_active_ok())
 
 
-def admit(conn: Connection, candidates: Sequence[TaskRun]) -> list[TaskRun]:
+def admit(conn: Connection, dialect: Dialect, candidates: Sequence[TaskRun]) -> list[TaskRun]:
     """The candidates that fit their pools, taken in the order given (priority first, then
-    the older logical date); the rest wait. On PostgreSQL the pool rows are locked first, so
-    two transactions cannot both fill the last slot."""
+    the older logical date); the rest wait. The pool rows are locked first (in name order),
+    so two transactions cannot both fill the last slot."""
     names = sorted({tr.pool for tr in candidates if tr.pool is not None})
     if not names:
         return list(candidates)
-    query = sa.select(pools.c.name, pools.c.slots).where(pools.c.name.in_(names))
-    if conn.dialect.name == "postgresql":
-        query = query.order_by(pools.c.name).with_for_update()
-    free = {name: slots for name, slots in conn.execute(query)}
+    query = (
+        sa.select(pools.c.name, pools.c.slots).where(pools.c.name.in_(names)).order_by(pools.c.name)
+    )
+    free = {name: slots for name, slots in conn.execute(dialect.update_lock(query))}
     for name, used in used_slots(conn, free).items():
         free[name] -= used
     admitted = []

@@ -9,46 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.ports import IdempotencyRecord, KeyReceipt, KeyTaken
-from tickwork.store.common import insert_ignoring_duplicates
+from tickwork.store.dialect import Dialect
 from tickwork.store.schema import idempotency_keys as keys
 
 T = TypeVar("T")
 
 
-class SqlIdempotencyMethods:
-    """The ``IdempotencyStore`` port of ``SqlStore``: reading and purging keys."""
-
-    if TYPE_CHECKING:
-
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-        async def _write(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def get_key(self, token_id: str, key: str, now: datetime) -> IdempotencyRecord | None:
-        return await self._read(lambda conn: get_key(conn, token_id, key, now))
-
-    async def purge_keys(self, now: datetime) -> int:
-        return await self._write(lambda conn: purge_keys(conn, now))
-
-
-def keyed(receipt: KeyReceipt | None, work: Callable[[Connection], T]) -> Callable[[Connection], T]:
+def keyed(
+    dialect: Dialect, receipt: KeyReceipt | None, work: Callable[[Connection], T]
+) -> Callable[[Connection], T]:
     """``work`` preceded, in its transaction, by recording ``receipt`` (if there is one)."""
     if receipt is None:
         return work
 
     def record_then_work(conn: Connection) -> T:
-        record_key(conn, receipt)
+        record_key(conn, dialect, receipt)
         return work(conn)
 
     return record_then_work
 
 
-def record_key(conn: Connection, receipt: KeyReceipt) -> None:
+def record_key(conn: Connection, dialect: Dialect, receipt: KeyReceipt) -> None:
     """Insert the key with its response, or raise ``KeyTaken`` if a live record holds it.
 
     Raising rolls the caller's transaction back, so the write it guards never happens. On
@@ -67,7 +54,7 @@ def record_key(conn: Connection, receipt: KeyReceipt) -> None:
         "created_at": receipt.created_at,
         "expires_at": receipt.expires_at,
     }
-    stmt = insert_ignoring_duplicates(conn, keys, ["token_id", "key"]).values(**row)
+    stmt = dialect.insert_ignoring(keys, ["token_id", "key"]).values(**row)
     if conn.execute(stmt.returning(keys.c.key)).first() is None:
         query = sa.select(keys.c.request_hash, keys.c.status, keys.c.response)
         held = conn.execute(query.where(_this(receipt.token_id, receipt.key))).one()

@@ -8,39 +8,42 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tickwork.core.errors import Conflict
 from tickwork.core.model import Job, NewRun, ScheduleKind, Task, TaskRun, TaskRunState
-from tickwork.ports import JobFilter
-from tickwork.store.bulk import bulk_insert
+from tickwork.ports import JobFilter, Materialization
 from tickwork.store.common import chunked
+from tickwork.store.dialect import Dialect
 from tickwork.store.rows import job_from_row, job_to_row, task_from_row, task_to_row
-from tickwork.store.run_keys import delete_keys
 from tickwork.store.runs import cancel_task_runs, insert_new_runs, insert_runs, refresh_runs
 from tickwork.store.schema import jobs, runs, task_runs, tasks
 
 LIVE = jobs.c.deleted_at.is_(None)
 
 
-def create_jobs(conn: Connection, items: Sequence[tuple[Job, Sequence[NewRun]]]) -> None:
+def create_jobs(
+    conn: Connection, dialect: Dialect, items: Sequence[tuple[Job, Sequence[NewRun]]]
+) -> None:
     if not items:
         return
     _refuse_taken_names(conn, [job.name for job, _ in items])
-    _bulk_rows(conn, jobs, [job_to_row(job) for job, _ in items])
+    _bulk_rows(conn, dialect, jobs, [job_to_row(job) for job, _ in items])
     _bulk_rows(
         conn,
+        dialect,
         tasks,
         [task_to_row(job.id, i, t) for job, _ in items for i, t in enumerate(job.tasks)],
     )
-    insert_runs(conn, [run for _, new_runs in items for run in new_runs])
+    insert_runs(conn, dialect, [run for _, new_runs in items for run in new_runs])
 
 
-def _bulk_rows(conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:
-    """Rows made by one ``*_to_row`` function (same keys, same order), ``COPY``-ed in."""
+def _bulk_rows(
+    conn: Connection, dialect: Dialect, table: sa.Table, rows: Sequence[dict[str, Any]]
+) -> None:
+    """Rows made by one ``*_to_row`` function (same keys, same order), inserted in bulk."""
     if rows:
-        bulk_insert(conn, table, tuple(rows[0]), [tuple(row.values()) for row in rows])
+        dialect.bulk_insert(conn, table, tuple(rows[0]), [tuple(row.values()) for row in rows])
 
 
 def _refuse_taken_names(conn: Connection, names: Sequence[str]) -> None:
@@ -60,36 +63,33 @@ def get_job(conn: Connection, name: str) -> Job | None:
 
 
 def list_jobs(
-    conn: Connection, limit: int, after: str | None, where: JobFilter | None = None
+    conn: Connection,
+    dialect: Dialect,
+    limit: int,
+    after: str | None,
+    where: JobFilter | None = None,
 ) -> list[Job]:
     query = sa.select(jobs).where(LIVE).order_by(jobs.c.name).limit(limit)
     if after is not None:
         query = query.where(jobs.c.name > after)
-    for condition in _job_conditions(conn, where or JobFilter()):
+    for condition in _job_conditions(dialect, where or JobFilter()):
         query = query.where(condition)
     return _load_jobs(conn, query)
 
 
-def _job_conditions(conn: Connection, where: JobFilter) -> list[sa.ColumnElement[bool]]:
+def _job_conditions(dialect: Dialect, where: JobFilter) -> list[sa.ColumnElement[bool]]:
     found: list[sa.ColumnElement[bool]] = []
     if where.name_prefix:
         # substr, not LIKE: exact and case-sensitive on both backends, no escaping of % and _.
         prefix = where.name_prefix
         found.append(sa.func.substr(jobs.c.name, 1, len(prefix)) == prefix)
     if where.tag is not None:
-        found.append(_has_tag(conn, where.tag))
+        found.append(dialect.json_array_contains(jobs.c.tags, where.tag))
     if where.paused is not None:
         found.append(jobs.c.paused.is_(where.paused))
     if where.schedule_kind is not None:
         found.append(jobs.c.schedule_kind == where.schedule_kind)
     return found
-
-
-def _has_tag(conn: Connection, tag: str) -> sa.ColumnElement[bool]:
-    if conn.dialect.name == "postgresql":
-        return sa.cast(jobs.c.tags, postgresql.JSONB).contains([tag])
-    each = sa.func.json_each(jobs.c.tags).table_valued("value")
-    return sa.exists(sa.select(sa.literal(1)).select_from(each).where(each.c.value == tag))
 
 
 #: Columns a job update never writes: identity, history and the pause switch.
@@ -98,9 +98,11 @@ _KEPT_ON_UPDATE = frozenset({"id", "created_at", "paused", "last_fire_at", "dele
 
 def update_job(
     conn: Connection,
+    dialect: Dialect,
     job: Job,
     expected_updated_at: datetime,
     reschedule: bool,
+    *,
     new_runs: Sequence[NewRun],
 ) -> bool:
     stored_kind = conn.scalar(
@@ -112,14 +114,14 @@ def update_job(
         return False
     if stored_kind == ScheduleKind.CRON.value:
         # Fires created ahead are not history yet: plan them again from the new definition.
-        _give_back_ahead(conn, job.id, job.updated_at, reset_next=not reschedule)
+        _give_back_ahead(conn, dialect, job.id, job.updated_at, reset_next=not reschedule)
     # Without a schedule change, next_fire_at stays whatever the scheduler has made it since.
     kept = _KEPT_ON_UPDATE if reschedule else _KEPT_ON_UPDATE | {"next_fire_at"}
     row = {k: v for k, v in job_to_row(job).items() if k not in kept}
     conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(**row))
     conn.execute(tasks.delete().where(tasks.c.job_id == job.id))
     conn.execute(tasks.insert(), [task_to_row(job.id, i, t) for i, t in enumerate(job.tasks)])
-    insert_new_runs(conn, new_runs)
+    insert_new_runs(conn, dialect, new_runs)
     return True
 
 
@@ -162,18 +164,22 @@ def _load_jobs(conn: Connection, query: sa.Select[tuple[object, ...]]) -> list[J
     return [job_from_row(r, tuple(by_job[r["id"]])) for r in rows]
 
 
-def set_paused(conn: Connection, job_id: str, paused: bool, now: datetime) -> bool:
+def set_paused(
+    conn: Connection, dialect: Dialect, job_id: str, paused: bool, now: datetime
+) -> bool:
     result = conn.execute(
         sa.update(jobs).where(jobs.c.id == job_id, LIVE).values(paused=paused, updated_at=now)
     )
     if result.rowcount and paused:
         # A paused job runs nothing new; on resume its catch-up rule applies to the fires
         # given back like to any other fire that came due while it was paused.
-        _give_back_ahead(conn, job_id, now, reset_next=True)
+        _give_back_ahead(conn, dialect, job_id, now, reset_next=True)
     return result.rowcount > 0
 
 
-def _give_back_ahead(conn: Connection, job_id: str, now: datetime, *, reset_next: bool) -> None:
+def _give_back_ahead(
+    conn: Connection, dialect: Dialect, job_id: str, now: datetime, *, reset_next: bool
+) -> None:
     """Take back the job's work the scheduler handed out before it was due.
 
     Task runs queued ahead (``queued_at`` still to come) go back to ``scheduled``: the
@@ -192,10 +198,12 @@ def _give_back_ahead(conn: Connection, job_id: str, now: datetime, *, reset_next
         .returning(task_runs.c.run_id)
     )
     refresh_runs(conn, set(moved.scalars()), now)
-    _unmaterialize_ahead(conn, job_id, now, reset_next)
+    _unmaterialize_ahead(conn, dialect, job_id, now, reset_next)
 
 
-def _unmaterialize_ahead(conn: Connection, job_id: str, now: datetime, reset_next: bool) -> None:
+def _unmaterialize_ahead(
+    conn: Connection, dialect: Dialect, job_id: str, now: datetime, reset_next: bool
+) -> None:
     ahead = conn.execute(
         sa.select(runs.c.id, runs.c.logical_date)
         .join(jobs, jobs.c.id == runs.c.job_id)
@@ -212,32 +220,49 @@ def _unmaterialize_ahead(conn: Connection, job_id: str, now: datetime, reset_nex
     run_ids = [row.id for row in ahead]
     conn.execute(sa.delete(task_runs).where(task_runs.c.run_id.in_(run_ids)))
     conn.execute(sa.delete(runs).where(runs.c.id.in_(run_ids)))
-    delete_keys(conn, job_id, [(row.id, row.logical_date) for row in ahead])
+    dialect.delete_run_keys(conn, job_id, [(row.id, row.logical_date) for row in ahead])
     if reset_next:
         earliest = min(row.logical_date for row in ahead)
         conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(next_fire_at=earliest))
 
 
-def delete_job(conn: Connection, job_id: str, now: datetime) -> list[TaskRun]:
+def delete_job(conn: Connection, dialect: Dialect, job_id: str, now: datetime) -> list[TaskRun]:
     result = conn.execute(
         sa.update(jobs).where(jobs.c.id == job_id, LIVE).values(deleted_at=now, updated_at=now)
     )
     if result.rowcount == 0:
         return []
-    _give_back_ahead(conn, job_id, now, reset_next=False)
+    _give_back_ahead(conn, dialect, job_id, now, reset_next=False)
     return cancel_task_runs(conn, task_runs.c.job_id == job_id, now)
 
 
 def materialize(
     conn: Connection,
+    dialect: Dialect,
     job_id: str,
     expected_next: datetime,
     new_next: datetime | None,
+    *,
     new_runs: Sequence[NewRun],
 ) -> list[TaskRun]:
     if not advance_next_fire(conn, job_id, expected_next, new_next, new_runs):
         return []
-    inserted = insert_new_runs(conn, new_runs)
+    inserted = insert_new_runs(conn, dialect, new_runs)
+    return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]
+
+
+def materialize_many(
+    conn: Connection, *, dialect: Dialect, items: Sequence[Materialization]
+) -> list[TaskRun]:
+    """``materialize`` for many jobs: each job's advance stays conditional; the runs of the
+    winners go in together."""
+    won = [
+        new_run
+        for item in items
+        if advance_next_fire(conn, item.job_id, item.expected_next, item.new_next, item.runs)
+        for new_run in item.runs
+    ]
+    inserted = insert_new_runs(conn, dialect, won)
     return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]
 
 

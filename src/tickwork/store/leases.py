@@ -1,33 +1,38 @@
 """Leases with fencing tokens, and the fence check that every fenced write starts with.
 
-Expiry is judged on PostgreSQL's own clock (``clock_timestamp()``: the instant the statement
-runs, not the start of its transaction), so the clocks of the competing schedulers do not
-matter. SQLite lives on one machine and judges by the store's clock (``local_now``).
+Expiry is judged by the dialect's clock (``Dialect.now``): on PostgreSQL the server's own
+(``clock_timestamp()``: the instant the statement runs, not the start of its transaction),
+so the clocks of the competing schedulers do not matter; SQLite lives on one machine and
+judges by the store's clock.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.ports import Fence, Fenced, Lease
-from tickwork.store.schema import UTCDateTime, leases
+from tickwork.store.dialect import Dialect
+from tickwork.store.schema import leases
 
 
-def acquire(
-    conn: Connection, name: str, holder: str, ttl: float, *, local_now: datetime
-) -> Lease | None:
-    now, later = _now(conn, local_now), _later(conn, local_now, ttl)
-    insert = _insert(conn).values(
-        name=name, holder=holder, token=1, acquired_at=now, renewed_at=now, expires_at=later
-    )
+def acquire(conn: Connection, dialect: Dialect, name: str, holder: str, ttl: float) -> Lease | None:
+    now, later = dialect.now(), _later(dialect, ttl)
     # One statement, so two holders racing are serialized on the row (the primary key):
     # the second one sees the first one's fresh lease and takes nothing.
     still_mine = sa.and_(leases.c.holder == holder, leases.c.expires_at > now)
-    upsert = insert.on_conflict_do_update(
+    upsert = dialect.upsert(
+        leases,
+        {
+            "name": name,
+            "holder": holder,
+            "token": 1,
+            "acquired_at": now,
+            "renewed_at": now,
+            "expires_at": later,
+        },
         index_elements=["name"],
         set_={
             "holder": holder,
@@ -43,14 +48,13 @@ def acquire(
 
 
 def renew(
-    conn: Connection, name: str, holder: str, token: int, ttl: float, *, local_now: datetime
+    conn: Connection, dialect: Dialect, name: str, holder: str, token: int, *, ttl: float
 ) -> Lease | None:
-    now = _now(conn, local_now)
     row = (
         conn.execute(
             sa.update(leases)
-            .where(_held(conn, name, token, local_now), leases.c.holder == holder)
-            .values(renewed_at=now, expires_at=_later(conn, local_now, ttl))
+            .where(_held(dialect, name, token), leases.c.holder == holder)
+            .values(renewed_at=dialect.now(), expires_at=_later(dialect, ttl))
             .returning(*leases.c)
         )
         .mappings()
@@ -59,11 +63,11 @@ def renew(
     return None if row is None else _lease(row)
 
 
-def release(conn: Connection, name: str, holder: str, token: int, *, local_now: datetime) -> bool:
+def release(conn: Connection, dialect: Dialect, name: str, holder: str, token: int) -> bool:
     result = conn.execute(
         sa.update(leases)
-        .where(_held(conn, name, token, local_now), leases.c.holder == holder)
-        .values(expires_at=_now(conn, local_now))
+        .where(_held(dialect, name, token), leases.c.holder == holder)
+        .values(expires_at=dialect.now())
     )
     return result.rowcount > 0
 
@@ -73,54 +77,37 @@ def get(conn: Connection, name: str) -> Lease | None:
     return None if row is None else _lease(row)
 
 
-def hold_fence(conn: Connection, fence: Fence, local_now: datetime) -> None:
+def hold_fence(conn: Connection, dialect: Dialect, fence: Fence) -> None:
     """Raise ``Fenced`` unless ``fence`` still holds its lease, and make sure it goes on
     holding it until this transaction ends (so the whole write is refused or none of it).
 
-    PostgreSQL: the lease row is locked ``FOR SHARE``. A takeover is an UPDATE of that row,
-    so it waits until this transaction has ended; and a takeover that committed first is
-    seen here, because a locking read re-checks the newest version of the row, whose token
-    no longer matches. (``FOR KEY SHARE`` would not do: a takeover changes no key column, so
-    that weaker lock would let it through.) The leader's own renewals wait behind its
-    writes as well; those are short, one batch each.
+    Where rows are locked (PostgreSQL), the lease row is locked ``FOR SHARE``. A takeover is
+    an UPDATE of that row, so it waits until this transaction has ended; and a takeover that
+    committed first is seen here, because a locking read re-checks the newest version of the
+    row, whose token no longer matches. (``FOR KEY SHARE`` would not do: a takeover changes
+    no key column, so that weaker lock would let it through.) The leader's own renewals wait
+    behind its writes as well; those are short, one batch each.
 
     SQLite: every write transaction begins ``IMMEDIATE``, holding the database's write lock
     from its first statement to its end, so no takeover can commit in between.
     """
-    query = sa.select(leases.c.token).where(_held(conn, fence.lease, fence.token, local_now))
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(read=True)
-    if conn.scalar(query) is None:
+    query = sa.select(leases.c.token).where(_held(dialect, fence.lease, fence.token))
+    if conn.scalar(dialect.share_lock(query)) is None:
         raise Fenced(fence)
 
 
-def _held(conn: Connection, name: str, token: int, local_now: datetime) -> sa.ColumnElement[bool]:
+def _held(dialect: Dialect, name: str, token: int) -> sa.ColumnElement[bool]:
     return sa.and_(
         leases.c.name == name,
         leases.c.token == token,
-        leases.c.expires_at > _now(conn, local_now),
+        leases.c.expires_at > dialect.now(),
     )
 
 
-def _now(conn: Connection, local_now: datetime) -> sa.ColumnElement[datetime]:
-    if conn.dialect.name == "postgresql":
-        return sa.func.clock_timestamp(type_=UTCDateTime())
-    return sa.literal(local_now, UTCDateTime())
-
-
-def _later(conn: Connection, local_now: datetime, ttl: float) -> sa.ColumnElement[datetime]:
+def _later(dialect: Dialect, ttl: float) -> sa.ColumnElement[datetime]:
     if not ttl > 0:
         raise ValueError(f"a lease ttl must be a positive number of seconds, not {ttl!r}")
-    span = timedelta(seconds=ttl)
-    if conn.dialect.name == "postgresql":
-        return sa.func.clock_timestamp(type_=UTCDateTime()) + sa.literal(span, sa.Interval())
-    return sa.literal(local_now + span, UTCDateTime())
-
-
-def _insert(conn: Connection) -> postgresql.Insert | sqlite.Insert:
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(leases)
-    return sqlite.insert(leases)
+    return dialect.lease_span(ttl)
 
 
 def _lease(row: RowMapping) -> Lease:

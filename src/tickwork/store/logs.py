@@ -8,16 +8,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.core.model import LogChunk
-from tickwork.store.common import insert_ignoring_duplicates
+from tickwork.store.dialect import Dialect
 from tickwork.store.rows import log_from_row, log_to_row
 from tickwork.store.schema import task_logs
 
 
-def append_logs(conn: Connection, chunks: Sequence[LogChunk]) -> None:
+def append_logs(conn: Connection, dialect: Dialect, chunks: Sequence[LogChunk]) -> None:
     if not chunks:
         return
     # A worker that re-sends a batch after a lost reply must not fail on the chunks stored.
-    stmt = insert_ignoring_duplicates(conn, task_logs, ["task_run_id", "seq"])
+    stmt = dialect.insert_ignoring(task_logs, ["task_run_id", "seq"])
     conn.execute(stmt, [log_to_row(c) for c in chunks])
 
 

@@ -43,12 +43,20 @@ def current_revision(connection: Connection) -> str | None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the database behind ``engine`` to ``revision`` (the newest by default) in one
-    transaction; a no-op when it is there."""
-    if engine.dialect.name != "sqlite":
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
-            command.upgrade(alembic_config(conn), revision)
-        return
+    transaction; a no-op when it is there. (The store runs its dialect's upgrade; this is
+    for tools and tests holding an engine.)"""
+    sqlite = engine.dialect.name == "sqlite"
+    (upgrade_sqlite if sqlite else upgrade_postgresql)(engine, revision)
+
+
+def upgrade_postgresql(engine: Engine, revision: str) -> None:
+    """Several schedulers may start at once: they take turns on an advisory lock."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+        command.upgrade(alembic_config(conn), revision)
+
+
+def upgrade_sqlite(engine: Engine, revision: str) -> None:
     with engine.connect() as conn:
         _upgrade_sqlite(conn, revision)
 

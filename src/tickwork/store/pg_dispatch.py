@@ -1,43 +1,40 @@
-"""Claim, heartbeat and completion on PostgreSQL, through psycopg directly.
+"""Claim, heartbeat and completion on PostgreSQL, through psycopg directly (the
+``PostgresDialect``'s hot statements; ``dispatch`` holds what they mean).
 
 The worker's two hot transactions, written as constant statement text with array parameters
 (``unnest``/``ANY``) instead of SQLAlchemy Core with ``(id, attempt) IN (…)`` lists: the text
 never changes with the batch size, so psycopg prepares each statement on a connection after
 a few uses (``prepare_threshold``), and no SQLAlchemy compile, parameter or result layer runs
 per row. They execute on the SQLAlchemy connection's own driver connection, inside the
-store's transaction, so a fence check or the DAG's readiness (still SQLAlchemy, see
-``dispatch``) commit or roll back with them. SQLite keeps ``dispatch``'s Core statements.
+store's transaction, so a fence check or the DAG's readiness commit or roll back with them.
 
-Same guarantees as ``dispatch.claim`` and ``dispatch.complete``: every write is conditional
-on the state (``queued`` for a claim, ``running`` for an outcome) and on the attempt, so a
-duplicate, stale or forged message changes nothing.
+Every write is conditional on the state (``queued`` for a claim, ``running`` for an outcome)
+and on the attempt, so a duplicate, stale or forged message changes nothing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tickwork.core.model import Outcome, RetryPolicy, TaskKind, TaskRun, TaskRunState, TriggerRule
-from tickwork.ports import Completion, TaskKey
-from tickwork.store import dispatch
-from tickwork.store.rows import callbacks_from_json, retry_from_json
-from tickwork.store.runs import refresh_runs
+from tickwork.core.model import RetryPolicy, TaskKind, TaskRun, TaskRunState, TriggerRule
+from tickwork.ports import TaskKey
+from tickwork.store.dispatch import COMPLETED_COLUMNS, LOCKED
+from tickwork.store.rows import TASK_RUN_COLUMNS, callbacks_from_json, retry_from_json
+from tickwork.store.schema import UTCDateTime, task_runs
 
-#: The stored columns of a task run, in ``TaskRun``'s order; JSON ones as text, decoded here.
-_COLUMNS = (
-    "id, run_id, job_id, job_name, task_name, kind, config::text, state, attempt, retry::text,"
-    " due_at, logical_date, timeout, queue, priority, upstream::text, queued_at, started_at,"
-    " finished_at, heartbeat_at, worker_id, error, exit_code, cancel_requested, trigger_rule,"
-    " pool, pool_slots, depends_on_past, callbacks::text, result"
+#: The stored columns of a task run; JSON ones as text, decoded here (``_decoder``).
+_COLUMNS = ", ".join(
+    f"t.{name}::text" if isinstance(task_runs.c[name].type, sa.JSON) else f"t.{name}"
+    for name in TASK_RUN_COLUMNS
 )
 
 # A run holding a running task run is running, whatever its other task runs do
@@ -49,7 +46,7 @@ WITH won AS (
     SET state = 'running', worker_id = %(worker)s, started_at = %(now)s, heartbeat_at = %(now)s
     FROM unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
     WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = %(queued)s
-    RETURNING {", ".join("t." + c for c in _COLUMNS.split(", "))}
+    RETURNING {_COLUMNS}
 ), running AS (
     UPDATE runs
     SET state = 'running', started_at = coalesce(runs.started_at, %(now)s), finished_at = NULL
@@ -76,8 +73,8 @@ _STATES = {"queued": "queued", "running": "running"}
 
 #: Locks the rows first (in id order) so the attempt history matches exactly the updates
 #: applied; ``siblings`` = 1 means the run's state follows from the outcome alone.
-_LOCK = """
-SELECT t.id, t.attempt, t.run_id, t.due_at, t.started_at, t.heartbeat_at, t.worker_id, t.pool,
+_LOCK = f"""
+SELECT {", ".join("t." + name for name in LOCKED)},
        (SELECT count(*) FROM task_runs AS s WHERE s.run_id = t.run_id) AS siblings
 FROM task_runs AS t
 JOIN unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
@@ -92,7 +89,7 @@ FOR UPDATE OF t
 _COMPLETE = """
 WITH v AS (
     SELECT * FROM unnest(
-        %(id)s::text[], %(key_attempt)s::int[], %(state)s::text[], %(attempt)s::int[],
+        %(key_id)s::text[], %(key_attempt)s::int[], %(state)s::text[], %(attempt)s::int[],
         %(due_at)s::timestamptz[], %(started_at)s::timestamptz[],
         %(finished_at)s::timestamptz[], %(heartbeat_at)s::timestamptz[], %(worker_id)s::text[],
         %(error)s::text[], %(exit_code)s::int[], %(result)s::text[]
@@ -109,22 +106,26 @@ WITH v AS (
     INSERT INTO attempts
         (task_run_id, attempt, state, started_at, finished_at, error, exit_code, worker_id)
     SELECT * FROM unnest(
-        %(id)s::text[], %(key_attempt)s::int[], %(state)s::text[],
-        %(a_started_at)s::timestamptz[], %(a_finished_at)s::timestamptz[], %(error)s::text[],
-        %(exit_code)s::int[], %(a_worker_id)s::text[]
+        %(a_task_run_id)s::text[], %(a_attempt)s::int[], %(a_state)s::text[],
+        %(a_started_at)s::timestamptz[], %(a_finished_at)s::timestamptz[], %(a_error)s::text[],
+        %(a_exit_code)s::int[], %(a_worker_id)s::text[]
     )
 ), alone AS (
     UPDATE runs AS r
     SET state = s.state, started_at = coalesce(r.started_at, s.started_at),
         finished_at = s.finished_at
     FROM unnest(
-        %(r_id)s::text[], %(r_state)s::text[], %(r_started_at)s::timestamptz[],
+        %(r_key_id)s::text[], %(r_state)s::text[], %(r_started_at)s::timestamptz[],
         %(r_finished_at)s::timestamptz[]
     ) AS s(id, state, started_at, finished_at)
     WHERE r.id = s.id
 )
 SELECT 1
 """
+_OUTCOME = ("key_id", "key_attempt", *COMPLETED_COLUMNS)
+_HISTORY = ("task_run_id", "attempt", "state", "started_at", "finished_at", "error",
+            "exit_code", "worker_id")  # fmt: skip
+_RUN = ("key_id", "state", "started_at", "finished_at")
 
 
 @contextmanager
@@ -144,13 +145,20 @@ def _driver(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
         ) from exc
 
 
+def claim_statement(
+    keys: Sequence[TaskKey], worker_id: str, now: datetime
+) -> tuple[str, dict[str, Any]]:
+    """The claim statement and its parameters (for ``claim``, and a plan test)."""
+    return _CLAIM, {**_key_arrays(keys), "worker": worker_id, "now": now}
+
+
 def claim(
     conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
 ) -> list[TaskRun]:
-    params = {**_key_arrays(keys), "worker": worker_id, "now": now}
     with _driver(conn) as cursor:
-        won = [_task_run(row) for row in cursor.execute(_CLAIM, params)]
-    return dispatch.with_inputs(conn, won)
+        cursor.execute(*claim_statement(keys, worker_id, now))
+        decode = _decoder(_names(cursor))
+        return [TaskRun(**decode(row)) for row in cursor.fetchall()]
 
 
 def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
@@ -159,47 +167,28 @@ def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: da
         return {task_run_id for task_run_id, cancel in cursor.execute(_HEARTBEAT, params) if cancel}
 
 
-def complete(conn: Connection, outcomes: Sequence[Outcome]) -> Completion:
-    by_key = dispatch.outcomes_by_key(outcomes)
-    keys = list(by_key)
+def lock_running(conn: Connection, keys: Sequence[TaskKey]) -> list[dict[str, Any]]:
     with _driver(conn) as cursor:
         cursor.execute(_LOCK, _key_arrays(keys))
-        applied = [(row, by_key[(row["id"], row["attempt"])]) for row in _dicts(cursor)]
-        if not applied:
-            return Completion(applied=[])
-        cursor.execute(_COMPLETE, _complete_params(applied))
-    finished = max(o.finished_at for _, o in applied)
-    family = [row["run_id"] for row, _ in applied if row["siblings"] != 1]
-    ready = refresh_runs(conn, family, finished)
-    queued = dispatch.queue_ready(conn, ready, finished)
-    return Completion(
-        applied=[row["id"] for row, _ in applied],
-        queued=queued,
-        waiting=len(ready) - len(queued),
-        pools_freed=any(row["pool"] is not None for row, _ in applied),
-    )
+        decode = _decoder(_names(cursor))
+        return [decode(row) for row in cursor.fetchall()]
 
 
-def _dicts(cursor: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
-    names = [c.name for c in cursor.description or ()]
-    return [
-        {n: _utc(v) if isinstance(v, datetime) else v for n, v in zip(names, row, strict=True)}
-        for row in cursor.fetchall()
-    ]
+def write_outcomes(
+    conn: Connection,
+    completed: Sequence[dict[str, Any]],
+    history: Sequence[dict[str, Any]],
+    alone: Sequence[dict[str, Any]],
+) -> None:
+    params = _arrays("", _OUTCOME, completed) | _arrays("a_", _HISTORY, history)
+    params |= _arrays("r_", _RUN, alone)
+    with _driver(conn) as cursor:
+        cursor.execute(_COMPLETE, params | _STATES)
 
 
-def _complete_params(applied: Sequence[tuple[Mapping[str, Any], Outcome]]) -> dict[str, Any]:
-    rows = [dispatch.completion_values(row, o) for row, o in applied]
-    history = [dispatch.attempt_values(row, o) for row, o in applied]
-    alone = [dispatch.single_run_values(row, o) for row, o in applied if row["siblings"] == 1]
-    params = {name: _array(r[f"p_{name}"] for r in rows) for name in _COMPLETED}
-    params.update(
-        id=_array(r["p_key_id"] for r in rows), key_attempt=_array(r["p_key_attempt"] for r in rows)
-    )
-    params.update({f"a_{name}": _array(h[name] for h in history) for name in _HISTORY_ONLY})
-    params.update({f"r_{name}": _array(a[f"p_{name}"] for a in alone) for name in _RUN})
-    params["r_id"] = _array(a["p_key_id"] for a in alone)
-    return params | _STATES
+def _arrays(prefix: str, names: Sequence[str], rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """One array parameter per column name, ``prefix`` + name."""
+    return {f"{prefix}{name}": _array(r[name] for r in rows) for name in names}
 
 
 def _key_arrays(keys: Sequence[TaskKey]) -> dict[str, str]:
@@ -223,22 +212,15 @@ def _element(value: str | int | datetime | None) -> str:
     return str(value)
 
 
-_COMPLETED = dispatch.COMPLETED_COLUMNS
-#: Where an attempt's history differs from the task run's new values (a retry's fields
-#: describe the attempt to come).
-_HISTORY_ONLY = ("started_at", "finished_at", "worker_id")
-_RUN = ("state", "started_at", "finished_at")
+# -- decoding, by column name ----------------------------------------------------------
 
 
-# -- decoding --------------------------------------------------------------------------
+def _names(cursor: psycopg.Cursor[Any]) -> tuple[str, ...]:
+    return tuple(c.name for c in cursor.description or ())
 
 
-def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo is UTC else value.astimezone(UTC)
-
-
-def _maybe_utc(value: datetime | None) -> datetime | None:
-    return None if value is None else _utc(value)
+def _utc(value: datetime | None) -> datetime | None:
+    return value if value is None or value.tzinfo is UTC else value.astimezone(UTC)
 
 
 # Retry policies, upstream lists and callbacks repeat across a batch's rows (they come from
@@ -257,18 +239,30 @@ def _callbacks(text: str | None) -> Any:
     return callbacks_from_json(None if text is None else json.loads(text))
 
 
-_TS = frozenset({10, 11, 16, 17, 18, 19})  # the positions of timestamps in ``_COLUMNS``
-_DECODE: dict[int, Callable[[Any], Any]] = {
-    5: TaskKind,
-    6: json.loads,
-    7: TaskRunState,
-    9: _retry,
-    15: _upstream,
-    24: TriggerRule,
-    28: _callbacks,
-    **dict.fromkeys(_TS, _maybe_utc),
+#: How a value of each task-run column the statements return is decoded (JSON columns come
+#: as text); a column not named here is taken as the driver returns it.
+_BY_NAME: dict[str, Callable[[Any], Any]] = {
+    "kind": TaskKind,
+    "config": json.loads,
+    "state": TaskRunState,
+    "retry": _retry,
+    "upstream": _upstream,
+    "trigger_rule": TriggerRule,
+    "callbacks": _callbacks,
+    **{c.name: _utc for c in task_runs.c if isinstance(c.type, UTCDateTime)},
 }
 
 
-def _task_run(row: Sequence[Any]) -> TaskRun:
-    return TaskRun(*(_DECODE[i](v) if i in _DECODE else v for i, v in enumerate(row)))
+def _keep(value: Any) -> Any:
+    return value
+
+
+@cache
+def _decoder(names: tuple[str, ...]) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """Decodes a row of the columns ``names`` into a dict by column name."""
+    decoders = [(name, _BY_NAME.get(name, _keep)) for name in names]
+
+    def decode(row: Sequence[Any]) -> dict[str, Any]:
+        return {name: f(value) for (name, f), value in zip(decoders, row, strict=True)}
+
+    return decode

@@ -23,15 +23,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 
 from tickwork.core.model import Job
-from tickwork.ports import JobChanged, RunCopy
-from tickwork.store.bulk import Row
-from tickwork.store.common import conflict_from
-from tickwork.store.pg_direct import DirectWriter
-from tickwork.store.run_rows import RUN_COLUMNS, TASK_RUN_COLUMNS, RunRows, rows_of_copies
+from tickwork.store.run_rows import RUN_COLUMNS, TASK_RUN_COLUMNS, Row, RunRows
 from tickwork.store.schema import jobs, runs, task_runs
 
 #: Up to this many task-run rows go in one statement; more go by ``COPY``.
@@ -39,41 +33,9 @@ MAX_ROWS = 32
 _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
 
 
-async def enqueue_direct(
-    writer: DirectWriter, copies: Sequence[RunCopy], planned_from: Job | None
-) -> bool:
-    """``runs.enqueue_runs`` as one autocommit statement on the event loop (``pg_direct``):
-    True when done, False when the rows do not fit or no direct connection is free (nothing
-    was written; use the engine). ``JobChanged`` and ``Conflict`` as ``enqueue_runs``."""
-    rows = rows_of_copies(copies)
-    if not fits(rows):
-        return False
-    sql, params = statement(rows, planned_from)
-    try:
-        rowcount = await writer.execute(sql, params)
-    except IntegrityError as exc:
-        conflict = conflict_from(exc)
-        if conflict is None:
-            raise
-        raise conflict from None
-    if rowcount is None:
-        return False
-    if not inserted_all(rowcount, rows, planned_from):
-        assert planned_from is not None
-        raise JobChanged(f"job {planned_from.name!r} changed since it was read")
-    return True
-
-
 def fits(rows: RunRows) -> bool:
     """Whether ``rows`` go in one statement (else by ``COPY``)."""
     return 0 < len(rows.task_runs) <= MAX_ROWS
-
-
-def insert_guarded(conn: Connection, rows: RunRows, planned_from: Job | None) -> bool:
-    """Insert ``rows`` in one statement, only if ``planned_from`` (when given) is still the
-    live stored job. False when it is not: nothing was inserted."""
-    sql, params = statement(rows, planned_from)
-    return inserted_all(conn.exec_driver_sql(sql, params).rowcount, rows, planned_from)
 
 
 def statement(rows: RunRows, planned_from: Job | None) -> tuple[str, tuple[Any, ...]]:
@@ -85,15 +47,6 @@ def statement(rows: RunRows, planned_from: Job | None) -> tuple[str, tuple[Any, 
         params += [planned_from.id, planned_from.updated_at]
     _extend(params, task_runs, TASK_RUN_COLUMNS, rows.task_runs)
     return sql, tuple(params)
-
-
-def inserted_all(rowcount: int, rows: RunRows, planned_from: Job | None) -> bool:
-    """True if the statement inserted ``rows``, False if the job had changed (nothing)."""
-    if rowcount == len(rows.task_runs):
-        return True
-    if rowcount == 0 and planned_from is not None:
-        return False
-    raise RuntimeError(f"inserted {rowcount} of {len(rows.task_runs)} task runs")
 
 
 def _extend(

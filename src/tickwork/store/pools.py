@@ -7,9 +7,8 @@ gives its slots back. Nothing can leak.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -18,32 +17,8 @@ from tickwork.core.model import Pool, TaskRunState
 from tickwork.ports import PoolUsage
 from tickwork.store.schema import pools, task_runs
 
-T = TypeVar("T")
-
 #: The states in which a task run holds its pool slots.
 HOLDING = (TaskRunState.QUEUED.value, TaskRunState.RUNNING.value)
-
-
-class SqlPoolMethods:
-    """The ``PoolStore`` port of ``SqlStore``: each method is one transaction."""
-
-    if TYPE_CHECKING:
-
-        async def _write(self, work: Callable[[Connection], T]) -> T: ...
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def set_pool(self, pool: Pool, now: datetime) -> bool:
-        return await self._write(lambda conn: set_pool(conn, pool, now))
-
-    async def delete_pool(self, name: str) -> bool:
-        return await self._write(lambda conn: delete_pool(conn, name))
-
-    async def list_pools(self) -> list[PoolUsage]:
-        return await self._read(lambda conn: pool_usage(conn, None))
-
-    async def get_pool(self, name: str) -> PoolUsage | None:
-        found = await self._read(lambda conn: pool_usage(conn, [name]))
-        return found[0] if found else None
 
 
 def set_pool(conn: Connection, pool: Pool, now: datetime) -> bool:

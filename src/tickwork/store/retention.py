@@ -1,25 +1,26 @@
-"""``Store.maintain_partitions``: monthly partitions ahead and retention of the run history.
+"""Partition maintenance on PostgreSQL: monthly partitions ahead and retention of the run
+history (``PostgresDialect.maintain``; SQLite deletes old runs in batches instead).
 
-Each step is its own transaction: creating the months ahead, then dropping each old month
-(PostgreSQL), or deleting old runs a batch at a time (SQLite), so no step holds locks long.
-On PostgreSQL every step first takes one advisory lock, so two processes maintaining at once
-(a leader and a stale one, or ``tickwork db upgrade`` racing a leader) take turns; every step
-re-reads what exists and re-checks what it drops under that lock, so repeating one is
-harmless.
+Each step is its own transaction: creating the months ahead, then dropping each old month,
+so no step holds locks long. Every step first takes one advisory lock, so two processes
+maintaining at once (a leader and a stale one, or ``tickwork db upgrade`` racing a leader)
+take turns; every step re-reads what exists and re-checks what it drops under that lock, so
+repeating one is harmless.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
 from tickwork.ports import Maintenance
 from tickwork.store import partitions
+from tickwork.store.dialect import Writer
 
 T = TypeVar("T")
 log = logging.getLogger("tickwork.store.retention")
@@ -36,54 +37,24 @@ def _locked(work: Callable[[Connection], T]) -> Callable[[Connection], T]:
     return locked
 
 
-class SqlHistoryMethods:
-    """``maintain_partitions`` of ``SqlStore`` (see the ``Store`` port)."""
-
-    if TYPE_CHECKING:
-
-        @property
-        def dialect(self) -> str: ...
-        async def _write(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def maintain_partitions(
-        self, now: datetime, *, retention_days: int | None = None, ahead: int = 2
-    ) -> Maintenance:
-        if retention_days is not None and retention_days < 1:
-            raise ValueError(f"retention_days must be at least 1 (or None), not {retention_days}")
-        if ahead < 0:
-            raise ValueError(f"ahead must not be negative, not {ahead}")
-        if self.dialect != "postgresql":
-            deleted = 0
-            if retention_days is not None:
-                deleted = await self._delete_old_runs(now - timedelta(days=retention_days))
-            return Maintenance(deleted_runs=deleted)
-        first = partitions.month_start(now)
-        months = [partitions.add_months(first, i) for i in range(ahead + 1)]
-        done = Maintenance(
-            created=await self._write(_locked(lambda conn: partitions.create_months(conn, months)))
-        )
-        if retention_days is None:
-            return done
-        old = await self._write(
-            _locked(lambda conn: partitions.droppable_months(conn, now, retention_days))
-        )
-        for month in old:
-            result = await self._write(_locked(partial(partitions.drop_month, month=month)))
-            label = f"{month:%Y-%m}"
-            if result.reason is None:
-                done.dropped.extend(
-                    partitions.partition_name(t, month) for t in partitions.PARTITIONED
-                )
-            else:
-                done.kept.append(f"{label}: {result.reason}")
+async def maintain_partitions(
+    write: Writer[Any], now: datetime, retention_days: int | None, ahead: int
+) -> Maintenance:
+    first = partitions.month_start(now)
+    months = [partitions.add_months(first, i) for i in range(ahead + 1)]
+    created: list[str] = await write(_locked(lambda conn: partitions.create_months(conn, months)))
+    done = Maintenance(created=created)
+    if retention_days is None:
         return done
-
-    async def _delete_old_runs(self, before: datetime) -> int:
-        deleted = 0
-        while True:
-            batch = await self._write(
-                lambda conn: partitions.delete_old_runs(conn, before, partitions.RETENTION_BATCH)
-            )
-            deleted += batch
-            if batch < partitions.RETENTION_BATCH:
-                return deleted
+    old: list[datetime] = await write(
+        _locked(lambda conn: partitions.droppable_months(conn, now, retention_days))
+    )
+    for month in old:
+        result: partitions.MonthDrop = await write(
+            _locked(partial(partitions.drop_month, month=month))
+        )
+        if result.reason is None:
+            done.dropped.extend(partitions.partition_name(t, month) for t in partitions.PARTITIONED)
+        else:
+            done.kept.append(f"{month:%Y-%m}: {result.reason}")
+    return done

@@ -28,8 +28,11 @@ from tickwork.core.model import (
     TriggerRule,
 )
 
-#: Stored columns of a task run (``inputs`` is filled in at claim time, never stored).
-_TASK_RUN_FIELDS = tuple(f.name for f in fields(TaskRun) if f.name != "inputs")
+#: The stored columns of a run and of a task run, derived from the records once (a task
+#: run's ``inputs`` is filled in at claim time, never stored). Every column list of the
+#: store's statements and bulk rows is one of these.
+RUN_COLUMNS = tuple(f.name for f in fields(Run))
+TASK_RUN_COLUMNS = tuple(f.name for f in fields(TaskRun) if f.name != "inputs")
 
 
 def callbacks_to_json(callbacks: Callbacks) -> dict[str, Any] | None:
@@ -192,7 +195,7 @@ def run_from_row(row: RowMapping) -> Run:
 
 
 def task_run_to_row(tr: TaskRun) -> dict[str, Any]:
-    row = {name: getattr(tr, name) for name in _TASK_RUN_FIELDS}
+    row = {name: getattr(tr, name) for name in TASK_RUN_COLUMNS}
     row.update(
         kind=tr.kind.value,
         state=tr.state.value,
@@ -205,8 +208,8 @@ def task_run_to_row(tr: TaskRun) -> dict[str, Any]:
     return row
 
 
-def task_run_from_row(row: RowMapping) -> TaskRun:
-    values = {name: row[name] for name in _TASK_RUN_FIELDS}
+def task_run_from_row(row: Mapping[Any, Any]) -> TaskRun:
+    values = {name: row[name] for name in TASK_RUN_COLUMNS}
     values.update(
         kind=TaskKind(row["kind"]),
         state=TaskRunState(row["state"]),

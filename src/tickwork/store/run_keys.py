@@ -28,18 +28,12 @@ def has_key(run: Run) -> bool:
     return str(run.trigger) != KEYLESS_TRIGGER
 
 
-def _in_use(conn: Connection) -> bool:
-    return conn.dialect.name == "postgresql"
-
-
 def _row(run: Run) -> dict[str, Any]:
     return {"job_id": run.job_id, "logical_date": run.logical_date, "run_id": run.id}
 
 
 def insert_keys(conn: Connection, items: Sequence[Run]) -> None:
     """The keys of runs being inserted; a taken one raises IntegrityError (``run_keys_pkey``)."""
-    if not _in_use(conn):
-        return
     rows = [_row(run) for run in items if has_key(run)]
     if rows:
         conn.execute(run_keys.insert(), rows)
@@ -64,7 +58,7 @@ def take_keys(conn: Connection, items: Sequence[NewRun]) -> list[NewRun]:
 
 def delete_keys(conn: Connection, job_id: str, runs: Sequence[tuple[str, datetime]]) -> None:
     """Delete the keys of ``runs`` (id, logical date) of one job, deleted with them."""
-    if not _in_use(conn) or not runs:
+    if not runs:
         return
     conn.execute(
         sa.delete(run_keys).where(

@@ -1,24 +1,19 @@
-"""Runs and task runs as row tuples for ``bulk.bulk_insert``: from records, or copied from a
+"""Runs and task runs as row tuples for ``Dialect.bulk_insert``: from records, or copied from a
 planned template run (enqueue) without building a record per copy."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tickwork.core.model import NewRun, Run, TaskRun
 from tickwork.ports import RunCopy
-from tickwork.store.bulk import Row
-from tickwork.store.rows import run_to_row, task_run_to_row
+from tickwork.store.rows import RUN_COLUMNS, TASK_RUN_COLUMNS, run_to_row, task_run_to_row
 
-#: Column order of the row tuples (the keys ``run_to_row`` / ``task_run_to_row`` write).
-RUN_COLUMNS: tuple[str, ...] = (
-    "id", "job_id", "job_name", "logical_date", "state", "trigger", "created_at", "started_at",
-    "finished_at",
-)  # fmt: skip
-TASK_RUN_COLUMNS: tuple[str, ...] = tuple(
-    name for name in TaskRun.__dataclass_fields__ if name != "inputs"
-)
+Row = tuple[Any, ...]
+
+__all__ = ["RUN_COLUMNS", "TASK_RUN_COLUMNS", "Row", "RunRows", "rows_of", "rows_of_copies"]
 _RUN_ID = RUN_COLUMNS.index("id")
 _TR_ID, _TR_RUN_ID, _TR_CONFIG, _TR_PRIORITY, _TR_DUE_AT = (
     TASK_RUN_COLUMNS.index(name) for name in ("id", "run_id", "config", "priority", "due_at")

@@ -17,58 +17,51 @@ from sqlalchemy.engine import Connection, RowMapping
 from tickwork.core.errors import NotFound, ValidationError
 from tickwork.core.model import Job, NewRun, RunDetail, RunState, TaskRun, TaskRunState
 from tickwork.core.states import CANCELLABLE_AT_REST, RETRYABLE, derive_run_state
-from tickwork.ports import DeadLetterPage, JobChanged, RunCopy, RunPage, TimeWindow
-from tickwork.store import pg_enqueue
-from tickwork.store.bulk import bulk_insert
-from tickwork.store.common import chunked, insert_ignoring_duplicates, param
+from tickwork.ports import DeadLetterPage, JobChanged, RunPage, TimeWindow
+from tickwork.store.common import chunked, param
+from tickwork.store.dialect import Dialect, Statement
 from tickwork.store.readiness import CHILD_COLUMNS, advance
 from tickwork.store.rows import (
     attempt_from_row,
     retry_to_json,
     run_from_row,
-    run_to_row,
     task_run_from_row,
     task_run_to_row,
 )
-from tickwork.store.run_keys import insert_keys, take_keys
-from tickwork.store.run_rows import (
-    RUN_COLUMNS,
-    TASK_RUN_COLUMNS,
-    RunRows,
-    rows_of,
-    rows_of_copies,
-)
-from tickwork.store.schema import RUNS_UNIQUE_WHERE, attempts, jobs, runs, task_runs
+from tickwork.store.run_rows import RUN_COLUMNS, TASK_RUN_COLUMNS, RunRows, rows_of
+from tickwork.store.schema import attempts, jobs, runs, task_runs
 
 RUN_TERMINAL = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
 DEAD = "dead"
 
 
-def insert_run_rows(conn: Connection, rows: RunRows) -> None:
-    """Insert runs and their task runs (``COPY`` on PostgreSQL): the one path every new run
-    but a cron fire takes (``insert_new_runs``). A duplicate (job, logical date) of a run
-    that is not enqueued raises IntegrityError."""
-    bulk_insert(conn, runs, RUN_COLUMNS, rows.runs)
-    bulk_insert(conn, task_runs, TASK_RUN_COLUMNS, rows.task_runs)
+def insert_run_rows(conn: Connection, dialect: Dialect, rows: RunRows) -> None:
+    """Insert runs and their task runs in bulk (``COPY`` on PostgreSQL): the one path every
+    new run but a cron fire takes. A duplicate (job, logical date) of a run that is not
+    enqueued raises IntegrityError."""
+    dialect.bulk_insert(conn, runs, RUN_COLUMNS, rows.runs)
+    dialect.bulk_insert(conn, task_runs, TASK_RUN_COLUMNS, rows.task_runs)
 
 
-def insert_runs(conn: Connection, new_runs: Sequence[NewRun]) -> None:
+def insert_runs(conn: Connection, dialect: Dialect, new_runs: Sequence[NewRun]) -> None:
     """Insert runs given as records (job creation, manual triggers), with their keys."""
-    insert_run_rows(conn, rows_of(new_runs))
-    insert_keys(conn, [n.run for n in new_runs])
+    insert_run_rows(conn, dialect, rows_of(new_runs))
+    dialect.insert_run_keys(conn, [n.run for n in new_runs])
 
 
-def enqueue_runs(
-    conn: Connection, copies: Sequence[RunCopy], planned_from: Job | None = None
+def enqueue_rows(
+    conn: Connection,
+    dialect: Dialect,
+    rows: RunRows,
+    statement: Statement | None,
+    planned_from: Job | None = None,
 ) -> None:
-    """Insert enqueued runs, copies of planned template runs (see ``RunCopy``), if the job
-    they were planned from is still the live one (``JobChanged`` otherwise). Enqueued runs
-    have no key in ``run_keys``: many may share a job and logical date."""
-    rows = rows_of_copies(copies)
-    if conn.dialect.name == "postgresql" and pg_enqueue.fits(rows):
-        if not pg_enqueue.insert_guarded(conn, rows, planned_from):
-            assert planned_from is not None
-            raise JobChanged(f"job {planned_from.name!r} changed since it was read")
+    """Insert enqueued runs (``run_rows.rows_of_copies``) if the job they were planned from
+    is still the live one (``JobChanged`` otherwise): by ``statement``, the dialect's guarded
+    insert of these rows, when it has one (``Dialect.guarded_insert``), else after a check.
+    Enqueued runs have no key: many may share a job and logical date."""
+    if statement is not None:
+        check_guarded(conn.exec_driver_sql(*statement).rowcount, rows, planned_from)
         return
     if planned_from is not None:
         current = sa.select(jobs.c.id).where(
@@ -78,25 +71,26 @@ def enqueue_runs(
         )
         if conn.scalar(current) is None:
             raise JobChanged(f"job {planned_from.name!r} changed since it was read")
-    insert_run_rows(conn, rows)
+    insert_run_rows(conn, dialect, rows)
 
 
-def insert_new_runs(conn: Connection, new_runs: Sequence[NewRun]) -> list[TaskRun]:
+def check_guarded(rowcount: int, rows: RunRows, planned_from: Job | None) -> None:
+    """Whether a guarded insert inserted ``rows``: ``JobChanged`` if the job had changed
+    (nothing was inserted)."""
+    if rowcount == len(rows.task_runs):
+        return
+    if rowcount == 0 and planned_from is not None:
+        raise JobChanged(f"job {planned_from.name!r} changed since it was read")
+    raise RuntimeError(f"inserted {rowcount} of {len(rows.task_runs)} task runs")
+
+
+def insert_new_runs(
+    conn: Connection, dialect: Dialect, new_runs: Sequence[NewRun]
+) -> list[TaskRun]:
     """Insert the runs whose (job, logical date) is free; returns the task runs inserted."""
     if not new_runs:
         return []
-    if conn.dialect.name == "postgresql":
-        # The unique (job, logical date) is run_keys' primary key there: take the keys first.
-        free = take_keys(conn, new_runs)
-        if free:
-            conn.execute(runs.insert(), [run_to_row(n.run) for n in free])
-        inserted = {n.run.id for n in free}
-    else:
-        stmt = insert_ignoring_duplicates(
-            conn, runs, ["job_id", "logical_date"], index_where=RUNS_UNIQUE_WHERE
-        )
-        result = conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
-        inserted = set(result.scalars().all())
+    inserted = dialect.insert_unique_runs(conn, new_runs)
     fresh = [tr for n in new_runs if n.run.id in inserted for tr in n.task_runs]
     _insert_task_runs(conn, fresh)
     return fresh

@@ -1,6 +1,8 @@
 """``SqlStore``: the ``Store`` port on SQLite or PostgreSQL (SQLAlchemy Core).
 
-Each operation is one transaction, run on a store thread (see ``engine.py`` for why).
+Each operation is one transaction, run on a store thread (see ``engine.py`` for why), and
+delegates to a plain query module (``jobs``, ``runs``, ``dispatch``, …) with the store's
+``Dialect``, chosen here once from the URL: the one place that knows which database it is.
 """
 
 from __future__ import annotations
@@ -9,45 +11,74 @@ import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TypeVar
+from functools import partial
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from tickwork.core.backfill import Backfill, BackfillState
 from tickwork.core.errors import StoreUnavailable
-from tickwork.core.model import Job, LogChunk, NewRun, Outcome, RunDetail, TaskRun, TaskRunState
+from tickwork.core.model import (
+    Job,
+    LogChunk,
+    NewRun,
+    Outcome,
+    Pool,
+    Run,
+    RunDetail,
+    RunState,
+    TaskRun,
+)
+from tickwork.core.why import WhyFacts
 from tickwork.ports import (
+    ApiToken,
     Completion,
     DeadLetterPage,
     Fence,
+    IdempotencyRecord,
     JobFilter,
     KeyReceipt,
     Lease,
+    Maintenance,
     Materialization,
+    PoolUsage,
     RunCopy,
     RunPage,
     TaskKey,
     TimeWindow,
+    WorkerInfo,
 )
-from tickwork.store import dispatch, fences, jobs, leases, logs, migrate, pg_dispatch
+from tickwork.ports.backfills import BackfillCounts, BackfillDate, BackfillStepWrite, OpenDate
+from tickwork.ports.facts import StoreFacts
+from tickwork.ports.web import AuditEntry, AuditPage, GridColumn, QueueDepth, StateCount, WebSession
+from tickwork.store import (
+    backfills,
+    dashboard_reads,
+    dispatch,
+    facts,
+    fences,
+    idempotency,
+    jobs,
+    leases,
+    logs,
+    pools,
+    tokens,
+    web,
+    why,
+    workers,
+)
 from tickwork.store import runs as run_queries
-from tickwork.store.backfills import SqlBackfillMethods
 from tickwork.store.common import conflict_from
-from tickwork.store.dashboard_reads import SqlDashboardReads
+from tickwork.store.dialect import Dialect
 from tickwork.store.engine import Engines, create_engines
-from tickwork.store.facts import SqlFactsMethods
-from tickwork.store.fences import SqlFenceMethods
-from tickwork.store.idempotency import SqlIdempotencyMethods, keyed
+from tickwork.store.idempotency import keyed
+from tickwork.store.pg_dialect import PostgresDialect
 from tickwork.store.pg_direct import DirectWriter
-from tickwork.store.pg_enqueue import enqueue_direct
-from tickwork.store.pools import SqlPoolMethods
-from tickwork.store.retention import SqlHistoryMethods
+from tickwork.store.run_rows import rows_of_copies
 from tickwork.store.schema import TABLES_CHILDREN_FIRST, on_dialect
-from tickwork.store.tokens import SqlTokenMethods
-from tickwork.store.web import SqlWebMethods
-from tickwork.store.why import SqlWhyMethods
-from tickwork.store.workers import SqlWorkerMethods
+from tickwork.store.sqlite_dialect import SqliteDialect
 
 T = TypeVar("T")
 
@@ -65,19 +96,14 @@ async def open_store(url: str, *, clock: Callable[[], datetime] = _utcnow) -> Sq
     return SqlStore(create_engines(url), clock=clock)
 
 
-class SqlStore(
-    SqlTokenMethods,
-    SqlIdempotencyMethods,
-    SqlPoolMethods,
-    SqlWorkerMethods,
-    SqlHistoryMethods,
-    SqlBackfillMethods,
-    SqlFenceMethods,
-    SqlWebMethods,
-    SqlDashboardReads,
-    SqlWhyMethods,
-    SqlFactsMethods,
-):
+def dialect_for(engines: Engines, clock: Callable[[], datetime]) -> Dialect:
+    """The dialect of the store on ``engines``; ``clock`` judges leases on SQLite."""
+    if engines.dialect == "postgresql":
+        return PostgresDialect(DirectWriter(engines.write.url))
+    return SqliteDialect(clock)
+
+
+class SqlStore:
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
     Writes run in one transaction each; reads see one snapshot. Unique violations become
@@ -87,13 +113,12 @@ class SqlStore(
 
     def __init__(self, engines: Engines, *, clock: Callable[[], datetime] = _utcnow) -> None:
         self._engines = engines
-        self._clock = clock  # lease time on SQLite; PostgreSQL judges leases by its own
-        self._direct = DirectWriter(engines.write.url) if self.dialect == "postgresql" else None
+        self._d = dialect_for(engines, clock)
 
     @property
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
-        return self._engines.dialect
+        return self._d.name
 
     async def _write(self, work: Callable[[Connection], T]) -> T:
         return await self._run(self._engines.writers, self._engines.write, work)
@@ -109,7 +134,7 @@ class SqlStore(
             return work
 
         def fenced(conn: Connection) -> T:
-            fences.hold(conn, fence, self._clock())
+            fences.hold(conn, self._d, fence)
             return work(conn)
 
         return fenced
@@ -136,22 +161,24 @@ class SqlStore(
 
     async def migrate(self) -> None:
         # Not through _transaction: on SQLite the upgrade sets a pragma before it begins.
-        await self._on_thread(self._engines.writers, lambda: migrate.upgrade(self._engines.write))
+        engine = self._engines.write
+        await self._on_thread(self._engines.writers, lambda: self._d.upgrade(engine, "head"))
 
     async def close(self) -> None:
-        if self._direct is not None:
-            await self._direct.close()
+        await self._d.close()
         await asyncio.get_running_loop().run_in_executor(None, self._engines.dispose)
 
     async def truncate_all(self) -> None:
         """Delete every row (tests only): a fast reset between tests on one database."""
-        await self._write(_truncate)
+        tables = [t for t in TABLES_CHILDREN_FIRST if on_dialect(t, self.dialect)]
+        await self._write(lambda conn: self._d.truncate(conn, tables))
 
     # -- jobs ------------------------------------------------------------------------------
     async def create_jobs(
         self, items: Sequence[tuple[Job, Sequence[NewRun]]], receipt: KeyReceipt | None = None
     ) -> None:
-        await self._write(keyed(receipt, lambda conn: jobs.create_jobs(conn, items)))
+        d = self._d
+        await self._write(keyed(d, receipt, lambda conn: jobs.create_jobs(conn, d, items)))
 
     async def get_job(self, name: str) -> Job | None:
         return await self._read(lambda conn: jobs.get_job(conn, name))
@@ -159,7 +186,7 @@ class SqlStore(
     async def list_jobs(
         self, *, limit: int = 100, after: str | None = None, where: JobFilter | None = None
     ) -> list[Job]:
-        return await self._read(lambda conn: jobs.list_jobs(conn, limit, after, where))
+        return await self._read(lambda conn: jobs.list_jobs(conn, self._d, limit, after, where))
 
     async def update_job(
         self,
@@ -169,14 +196,16 @@ class SqlStore(
         runs: Sequence[NewRun] = (),
     ) -> bool:
         return await self._write(
-            lambda conn: jobs.update_job(conn, job, expected_updated_at, reschedule, runs)
+            lambda conn: jobs.update_job(
+                conn, self._d, job, expected_updated_at, reschedule, new_runs=runs
+            )
         )
 
     async def set_paused(self, job_id: str, paused: bool, now: datetime) -> bool:
-        return await self._write(lambda conn: jobs.set_paused(conn, job_id, paused, now))
+        return await self._write(lambda conn: jobs.set_paused(conn, self._d, job_id, paused, now))
 
     async def delete_job(self, job_id: str, now: datetime) -> list[TaskRun]:
-        return await self._write(lambda conn: jobs.delete_job(conn, job_id, now))
+        return await self._write(lambda conn: jobs.delete_job(conn, self._d, job_id, now))
 
     async def due_cron_jobs(self, now: datetime, limit: int) -> list[Job]:
         return await self._read(lambda conn: jobs.due_cron_jobs(conn, now, limit))
@@ -195,31 +224,23 @@ class SqlStore(
     ) -> list[TaskRun]:
         return await self._write(
             self._fenced(
-                fence, lambda conn: jobs.materialize(conn, job_id, expected_next, new_next, runs)
+                fence,
+                lambda conn: jobs.materialize(
+                    conn, self._d, job_id, expected_next, new_next, new_runs=runs
+                ),
             )
         )
 
     async def materialize_many(
         self, items: Sequence[Materialization], *, fence: Fence | None = None
     ) -> list[TaskRun]:
-        def work(conn: Connection) -> list[TaskRun]:
-            # Each job's advance stays conditional; the runs of the winners go in together.
-            won = [
-                new_run
-                for item in items
-                if jobs.advance_next_fire(
-                    conn, item.job_id, item.expected_next, item.new_next, item.runs
-                )
-                for new_run in item.runs
-            ]
-            inserted = run_queries.insert_new_runs(conn, won)
-            return [tr for tr in inserted if tr.state == TaskRunState.QUEUED]
-
+        work = partial(jobs.materialize_many, dialect=self._d, items=items)
         return await self._write(self._fenced(fence, work))
 
     # -- runs ------------------------------------------------------------------------------
     async def create_runs(self, runs: Sequence[NewRun], receipt: KeyReceipt | None = None) -> None:
-        await self._write(keyed(receipt, lambda conn: run_queries.insert_runs(conn, runs)))
+        d = self._d
+        await self._write(keyed(d, receipt, lambda conn: run_queries.insert_runs(conn, d, runs)))
 
     async def enqueue_runs(
         self,
@@ -228,11 +249,23 @@ class SqlStore(
         *,
         planned_from: Job | None = None,
     ) -> None:
-        direct = self._direct
-        if receipt is None and direct and await enqueue_direct(direct, copies, planned_from):
-            return  # one statement on the event loop; see pg_enqueue
+        d, rows = self._d, rows_of_copies(copies)
+        statement = d.guarded_insert(rows, planned_from)
+        if receipt is None and statement is not None:
+            # One autocommit statement, on the event loop when a connection is free.
+            try:
+                rowcount = await d.execute_direct(statement)
+            except IntegrityError as exc:
+                raise conflict_from(exc) or exc from None
+            if rowcount is not None:
+                run_queries.check_guarded(rowcount, rows, planned_from)
+                return
         await self._write(
-            keyed(receipt, lambda conn: run_queries.enqueue_runs(conn, copies, planned_from))
+            keyed(
+                d,
+                receipt,
+                lambda conn: run_queries.enqueue_rows(conn, d, rows, statement, planned_from),
+            )
         )
 
     async def get_run(self, run_id: str) -> RunDetail | None:
@@ -286,7 +319,7 @@ class SqlStore(
         if not keys:
             return []
         return await self._write(
-            self._fenced(fence, lambda conn: dispatch.mark_queued(conn, keys, now))
+            self._fenced(fence, lambda conn: dispatch.mark_queued(conn, self._d, keys, now))
         )
 
     async def queue_ahead(
@@ -295,7 +328,7 @@ class SqlStore(
         if not keys:
             return []
         return await self._write(
-            self._fenced(fence, lambda conn: dispatch.queue_ahead(conn, keys, now))
+            self._fenced(fence, lambda conn: dispatch.queue_ahead(conn, self._d, keys, now))
         )
 
     async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
@@ -304,22 +337,23 @@ class SqlStore(
     async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
         if not keys:
             return []
-        claim = pg_dispatch.claim if self.dialect == "postgresql" else dispatch.claim
-        return await self._write(lambda conn: claim(conn, keys, worker_id, now))
+        return await self._write(lambda conn: dispatch.claim(conn, self._d, keys, worker_id, now))
 
     async def heartbeat(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
         if not keys:
             return set()
-        beat = pg_dispatch.heartbeat if self.dialect == "postgresql" else dispatch.heartbeat
-        return await self._write(lambda conn: beat(conn, keys, worker_id, now))
+        return await self._write(
+            lambda conn: dispatch.heartbeat(conn, self._d, keys, worker_id, now)
+        )
 
     async def complete(
         self, outcomes: Sequence[Outcome], *, fence: Fence | None = None
     ) -> Completion:
         if not outcomes:
             return Completion(applied=[])
-        complete = pg_dispatch.complete if self.dialect == "postgresql" else dispatch.complete
-        return await self._write(self._fenced(fence, lambda conn: complete(conn, outcomes)))
+        return await self._write(
+            self._fenced(fence, lambda conn: dispatch.complete(conn, self._d, outcomes))
+        )
 
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
         return await self._read(lambda conn: dispatch.stale_running(conn, heartbeat_before, limit))
@@ -340,19 +374,15 @@ class SqlStore(
 
     # -- leases ----------------------------------------------------------------------------
     async def acquire_lease(self, name: str, holder: str, ttl: float) -> Lease | None:
-        return await self._write(
-            lambda conn: leases.acquire(conn, name, holder, ttl, local_now=self._clock())
-        )
+        return await self._write(lambda conn: leases.acquire(conn, self._d, name, holder, ttl))
 
     async def renew_lease(self, name: str, holder: str, token: int, ttl: float) -> Lease | None:
         return await self._write(
-            lambda conn: leases.renew(conn, name, holder, token, ttl, local_now=self._clock())
+            lambda conn: leases.renew(conn, self._d, name, holder, token, ttl=ttl)
         )
 
     async def release_lease(self, name: str, holder: str, token: int) -> bool:
-        return await self._write(
-            lambda conn: leases.release(conn, name, holder, token, local_now=self._clock())
-        )
+        return await self._write(lambda conn: leases.release(conn, self._d, name, holder, token))
 
     async def get_lease(self, name: str) -> Lease | None:
         return await self._read(lambda conn: leases.get(conn, name))
@@ -361,12 +391,205 @@ class SqlStore(
     async def append_logs(self, chunks: Sequence[LogChunk]) -> None:
         if not chunks:
             return
-        await self._write(lambda conn: logs.append_logs(conn, chunks))
+        await self._write(lambda conn: logs.append_logs(conn, self._d, chunks))
 
     async def read_logs(
         self, task_run_id: str, *, after_seq: int = -1, limit: int = 1000
     ) -> list[LogChunk]:
         return await self._read(lambda conn: logs.read_logs(conn, task_run_id, after_seq, limit))
+
+    # -- history ---------------------------------------------------------------------------
+    async def maintain_partitions(
+        self, now: datetime, *, retention_days: int | None = None, ahead: int = 2
+    ) -> Maintenance:
+        if retention_days is not None and retention_days < 1:
+            raise ValueError(f"retention_days must be at least 1 (or None), not {retention_days}")
+        if ahead < 0:
+            raise ValueError(f"ahead must not be negative, not {ahead}")
+        return await self._d.maintain(self._write, now, retention_days, ahead)
+
+    # -- tokens, idempotency keys, pools, workers ------------------------------------------
+    async def create_token(self, token: ApiToken) -> None:
+        await self._write(lambda conn: tokens.create_token(conn, token))
+
+    async def get_token(self, token_id: str) -> ApiToken | None:
+        return await self._read(lambda conn: tokens.get_token(conn, token_id))
+
+    async def list_tokens(self) -> list[ApiToken]:
+        return await self._read(tokens.list_tokens)
+
+    async def revoke_token(self, id_or_name: str, now: datetime) -> ApiToken | None:
+        return await self._write(lambda conn: tokens.revoke_token(conn, id_or_name, now))
+
+    async def touch_token(self, token_id: str, now: datetime) -> None:
+        await self._write(lambda conn: tokens.touch_token(conn, token_id, now))
+
+    async def get_key(self, token_id: str, key: str, now: datetime) -> IdempotencyRecord | None:
+        return await self._read(lambda conn: idempotency.get_key(conn, token_id, key, now))
+
+    async def purge_keys(self, now: datetime) -> int:
+        return await self._write(lambda conn: idempotency.purge_keys(conn, now))
+
+    async def set_pool(self, pool: Pool, now: datetime) -> bool:
+        return await self._write(lambda conn: pools.set_pool(conn, pool, now))
+
+    async def delete_pool(self, name: str) -> bool:
+        return await self._write(lambda conn: pools.delete_pool(conn, name))
+
+    async def list_pools(self) -> list[PoolUsage]:
+        return await self._read(lambda conn: pools.pool_usage(conn, None))
+
+    async def get_pool(self, name: str) -> PoolUsage | None:
+        found = await self._read(lambda conn: pools.pool_usage(conn, [name]))
+        return found[0] if found else None
+
+    async def register_worker(self, worker: WorkerInfo) -> None:
+        await self._write(lambda conn: workers.register_worker(conn, worker))
+
+    async def worker_heartbeat(
+        self, worker_id: str, now: datetime, running: int, stopped: bool = False
+    ) -> None:
+        await self._write(
+            lambda conn: workers.worker_heartbeat(conn, worker_id, now, running, stopped)
+        )
+
+    async def list_workers(self, seen_since: datetime | None = None) -> list[WorkerInfo]:
+        return await self._read(lambda conn: workers.list_workers(conn, seen_since))
+
+    async def forget_workers(self, seen_before: datetime) -> int:
+        return await self._write(lambda conn: workers.forget_workers(conn, seen_before))
+
+    # -- fences and backfills --------------------------------------------------------------
+    async def check_fence(self, fence: Fence) -> None:
+        await self._write(lambda conn: fences.hold(conn, self._d, fence))
+
+    async def create_backfill(self, backfill: Backfill) -> None:
+        await self._write(lambda conn: backfills.create_backfill(conn, backfill))
+
+    async def get_backfill(self, backfill_id: str) -> Backfill | None:
+        return await self._read(lambda conn: backfills.get_backfill(conn, backfill_id))
+
+    async def list_backfills(self, *, job_id: str | None = None, limit: int = 50) -> list[Backfill]:
+        return await self._read(lambda conn: backfills.list_backfills(conn, job_id, limit))
+
+    async def running_backfills(self, limit: int) -> list[Backfill]:
+        return await self._read(lambda conn: backfills.running_backfills(conn, limit))
+
+    async def open_dates(self, backfill_id: str) -> list[OpenDate]:
+        return await self._read(lambda conn: backfills.open_dates(conn, backfill_id))
+
+    async def runs_for_dates(
+        self, job_id: str, dates: Sequence[datetime]
+    ) -> dict[datetime, tuple[str, RunState]]:
+        return await self._read(lambda conn: backfills.runs_for_dates(conn, job_id, dates))
+
+    async def step_backfill(self, step: BackfillStepWrite, *, fence: Fence | None = None) -> bool:
+        return await self._write(
+            self._fenced(fence, lambda conn: backfills.step_backfill(conn, self._d, step))
+        )
+
+    async def set_backfill_state(
+        self,
+        backfill_id: str,
+        expected: frozenset[BackfillState],
+        state: BackfillState,
+        now: datetime,
+        reason: str | None = None,
+    ) -> bool:
+        return await self._write(
+            lambda conn: backfills.set_state(conn, backfill_id, expected, state, now, reason=reason)
+        )
+
+    async def cancel_backfill(
+        self, backfill_id: str, now: datetime, *, kill: bool
+    ) -> list[TaskRun]:
+        return await self._write(
+            lambda conn: backfills.cancel_backfill(conn, backfill_id, now, kill)
+        )
+
+    async def backfill_counts(self, backfill_id: str) -> BackfillCounts:
+        return await self._read(lambda conn: backfills.backfill_counts(conn, backfill_id))
+
+    async def backfill_dates(
+        self, backfill_id: str, *, limit: int = 100, after: datetime | None = None
+    ) -> list[BackfillDate]:
+        return await self._read(
+            lambda conn: backfills.backfill_dates(conn, backfill_id, limit, after)
+        )
+
+    # -- web -----------------------------------------------------------------
+    async def record_audit(self, entries: Sequence[AuditEntry]) -> None:
+        if entries:
+            await self._write(lambda conn: web.record_audit(conn, entries))
+
+    async def list_audit(
+        self, *, limit: int = 50, cursor: str | None = None, token_name: str | None = None
+    ) -> AuditPage:
+        return await self._read(lambda conn: web.list_audit(conn, limit, cursor, token_name))
+
+    async def create_web_session(self, session: WebSession) -> None:
+        await self._write(lambda conn: web.create_web_session(conn, session))
+
+    async def get_web_session(self, session_id: str, now: datetime) -> WebSession | None:
+        return await self._read(lambda conn: web.get_web_session(conn, session_id, now))
+
+    async def end_web_session(self, session_id: str, now: datetime) -> None:
+        await self._write(lambda conn: web.end_web_session(conn, session_id, now))
+
+    # -- dashboard reads -----------------------------------------------------
+    async def run_state_counts(self, since: datetime) -> list[StateCount]:
+        return await self._read(lambda conn: dashboard_reads.run_state_counts(conn, since))
+
+    async def queue_depths(self) -> list[QueueDepth]:
+        return await self._read(dashboard_reads.queue_depths)
+
+    async def failing_now(self, since: datetime, limit: int) -> list[TaskRun]:
+        return await self._read(lambda conn: dashboard_reads.failing_now(conn, since, limit))
+
+    async def start_lateness(self, since: datetime, limit: int) -> list[float]:
+        return await self._read(lambda conn: dashboard_reads.start_lateness(conn, since, limit))
+
+    async def recent_run_states(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[Run]]:
+        return await self._read(
+            lambda conn: dashboard_reads.recent_run_states(conn, job_ids, per_job)
+        )
+
+    async def grid(self, job_id: str, runs: int) -> list[GridColumn]:
+        return await self._read(lambda conn: dashboard_reads.grid(conn, job_id, runs))
+
+    async def running_task_runs(self, limit: int) -> list[TaskRun]:
+        return await self._read(lambda conn: dashboard_reads.running_task_runs(conn, limit))
+
+    async def pool_waiting(self) -> dict[str, int]:
+        return await self._read(dashboard_reads.pool_waiting)
+
+    async def dead_letter_count(self, cap: int) -> int:
+        return await self._read(lambda conn: dashboard_reads.dead_letter_count(conn, cap))
+
+    async def change_digest(self) -> tuple[Any, ...]:
+        return await self._read(dashboard_reads.change_digest)
+
+    async def run_digest(self, run_id: str) -> tuple[Any, ...]:
+        return await self._read(lambda conn: dashboard_reads.run_digest(conn, run_id))
+
+    # -- why -----------------------------------------------------------------
+    async def run_facts(self, run_id: str, workers_seen_since: datetime) -> WhyFacts | None:
+        return await self._read(lambda conn: why.run_facts(conn, run_id, workers_seen_since))
+
+    async def job_facts(
+        self, name: str, workers_seen_since: datetime
+    ) -> tuple[WhyFacts, list[WhyFacts]] | None:
+        return await self._read(lambda conn: why.job_facts(conn, name, workers_seen_since))
+
+    # -- facts ---------------------------------------------------------------
+    async def facts(self, now: datetime, missed_since: datetime) -> StoreFacts:
+        return await self._read(lambda conn: facts.read_facts(conn, now, missed_since))
+
+    async def schema_revision(self) -> str | None:
+        return await self._read(facts.schema_revision)
+
+    async def server_facts(self) -> dict[str, str]:
+        return await self._read(facts.server_facts)
 
 
 def _transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
@@ -379,12 +602,3 @@ def _transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
         if conflict is None:
             raise
         raise conflict from None
-
-
-def _truncate(conn: Connection) -> None:
-    tables = [t for t in TABLES_CHILDREN_FIRST if on_dialect(t, conn.dialect.name)]
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text(f"TRUNCATE {', '.join(t.name for t in tables)}"))
-        return
-    for table in tables:
-        conn.execute(table.delete())

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
@@ -13,32 +12,6 @@ from sqlalchemy.exc import IntegrityError
 from tickwork.core.errors import Conflict
 from tickwork.ports import ApiToken, Scope
 from tickwork.store.schema import api_tokens
-
-T = TypeVar("T")
-
-
-class SqlTokenMethods:
-    """The ``TokenStore`` port of ``SqlStore``: each method is one transaction."""
-
-    if TYPE_CHECKING:
-
-        async def _write(self, work: Callable[[Connection], T]) -> T: ...
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def create_token(self, token: ApiToken) -> None:
-        await self._write(lambda conn: create_token(conn, token))
-
-    async def get_token(self, token_id: str) -> ApiToken | None:
-        return await self._read(lambda conn: get_token(conn, token_id))
-
-    async def list_tokens(self) -> list[ApiToken]:
-        return await self._read(list_tokens)
-
-    async def revoke_token(self, id_or_name: str, now: datetime) -> ApiToken | None:
-        return await self._write(lambda conn: revoke_token(conn, id_or_name, now))
-
-    async def touch_token(self, token_id: str, now: datetime) -> None:
-        await self._write(lambda conn: touch_token(conn, token_id, now))
 
 
 def create_token(conn: Connection, token: ApiToken) -> None:

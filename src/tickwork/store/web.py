@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
@@ -14,33 +14,6 @@ from tickwork.ports.web import AuditEntry, AuditPage, WebSession
 from tickwork.store.schema import audit_log, web_sessions
 
 T = TypeVar("T")
-
-
-class SqlWebMethods:
-    """The ``AuditLog`` and ``WebSessionStore`` ports of ``SqlStore``: one transaction each."""
-
-    if TYPE_CHECKING:
-
-        async def _write(self, work: Callable[[Connection], T]) -> T: ...
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def record_audit(self, entries: Sequence[AuditEntry]) -> None:
-        if entries:
-            await self._write(lambda conn: record_audit(conn, entries))
-
-    async def list_audit(
-        self, *, limit: int = 50, cursor: str | None = None, token_name: str | None = None
-    ) -> AuditPage:
-        return await self._read(lambda conn: list_audit(conn, limit, cursor, token_name))
-
-    async def create_web_session(self, session: WebSession) -> None:
-        await self._write(lambda conn: create_web_session(conn, session))
-
-    async def get_web_session(self, session_id: str, now: datetime) -> WebSession | None:
-        return await self._read(lambda conn: get_web_session(conn, session_id, now))
-
-    async def end_web_session(self, session_id: str, now: datetime) -> None:
-        await self._write(lambda conn: end_web_session(conn, session_id, now))
 
 
 def record_audit(conn: Connection, entries: Sequence[AuditEntry]) -> None:

@@ -7,9 +7,9 @@ previous run's task for ``depends_on_past``, and what is queued ahead in the dis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -26,22 +26,6 @@ T = TypeVar("T")
 HELD = (TaskRunState.QUEUED.value, TaskRunState.RUNNING.value)
 #: Unfinished runs ``job why`` explains at most (the oldest first).
 JOB_RUNS = 5
-
-
-class SqlWhyMethods:
-    """The ``WhyStore`` port of ``SqlStore``: each method is one read transaction."""
-
-    if TYPE_CHECKING:
-
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def run_facts(self, run_id: str, workers_seen_since: datetime) -> WhyFacts | None:
-        return await self._read(lambda conn: run_facts(conn, run_id, workers_seen_since))
-
-    async def job_facts(
-        self, name: str, workers_seen_since: datetime
-    ) -> tuple[WhyFacts, list[WhyFacts]] | None:
-        return await self._read(lambda conn: job_facts(conn, name, workers_seen_since))
 
 
 def run_facts(conn: Connection, run_id: str, seen_since: datetime) -> WhyFacts | None:

@@ -6,40 +6,14 @@ the reaper looks at, so a worker missing from here loses no work.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.ports import WorkerInfo
 from tickwork.store.schema import workers
-
-T = TypeVar("T")
-
-
-class SqlWorkerMethods:
-    """The ``WorkerRegistry`` port of ``SqlStore``: each method is one transaction."""
-
-    if TYPE_CHECKING:
-
-        async def _write(self, work: Callable[[Connection], T]) -> T: ...
-        async def _read(self, work: Callable[[Connection], T]) -> T: ...
-
-    async def register_worker(self, worker: WorkerInfo) -> None:
-        await self._write(lambda conn: register_worker(conn, worker))
-
-    async def worker_heartbeat(
-        self, worker_id: str, now: datetime, running: int, stopped: bool = False
-    ) -> None:
-        await self._write(lambda conn: worker_heartbeat(conn, worker_id, now, running, stopped))
-
-    async def list_workers(self, seen_since: datetime | None = None) -> list[WorkerInfo]:
-        return await self._read(lambda conn: list_workers(conn, seen_since))
-
-    async def forget_workers(self, seen_before: datetime) -> int:
-        return await self._write(lambda conn: forget_workers(conn, seen_before))
 
 
 def register_worker(conn: Connection, worker: WorkerInfo) -> None:

@@ -1,4 +1,4 @@
-"""Bulk inserts: ``COPY … FROM STDIN`` on PostgreSQL, an executemany ``INSERT`` on SQLite.
+"""Bulk inserts on PostgreSQL: ``COPY … FROM STDIN`` (``PostgresDialect.bulk_insert``).
 
 Rows are tuples in the order of ``columns``, holding the values the table's SQLAlchemy types
 take (aware datetimes, plain dicts and lists for JSON columns). On PostgreSQL they are
@@ -19,22 +19,13 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-Row = tuple[Any, ...]
+from tickwork.store.run_rows import Row
 
 
-def bulk_insert(
+def copy_rows(
     conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Row]
 ) -> None:
     """Insert ``rows`` (tuples in ``columns`` order) into ``table`` in the open transaction."""
-    if not rows:
-        return
-    if conn.dialect.name == "postgresql":
-        _copy(conn, table, columns, rows)
-    else:
-        conn.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
-
-
-def _copy(conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Row]) -> None:
     json_at = [i for i, name in enumerate(columns) if isinstance(table.c[name].type, sa.JSON)]
     dumped: dict[int, str] = {}
 

@@ -1,0 +1,144 @@
+"""The PostgreSQL ``Dialect``: row locks, the server's clock, ``COPY``, the worker's hot
+statements through psycopg (``pg_dispatch``), ``run_keys`` and monthly partitions.
+
+Many processes write at once here, so whatever reads a row in order to change it locks it,
+always in key order, so that two transactions never wait on each other in a circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection, Engine
+
+from tickwork.core.model import Job, NewRun, Run, TaskRun
+from tickwork.ports import Maintenance, TaskKey
+from tickwork.store import migrate, pg_dispatch, pg_enqueue, retention, run_keys
+from tickwork.store.dialect import Row, RunRows, Statement, Writer
+from tickwork.store.pg_copy import copy_rows
+from tickwork.store.pg_direct import DirectWriter
+from tickwork.store.rows import run_to_row
+from tickwork.store.schema import UTCDateTime, runs
+
+
+class PostgresDialect:
+    """See ``Dialect``. ``direct`` runs single enqueues on the event loop."""
+
+    name = "postgresql"
+    locks_rows = True
+
+    def __init__(self, direct: DirectWriter) -> None:
+        self._direct = direct
+
+    def share_lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
+        return query.with_for_update(read=True)
+
+    def update_lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
+        return query.with_for_update()
+
+    def now(self) -> sa.ColumnElement[datetime]:
+        return sa.func.clock_timestamp(type_=UTCDateTime())
+
+    def lease_span(self, seconds: float) -> sa.ColumnElement[datetime]:
+        span = sa.literal(timedelta(seconds=seconds), sa.Interval())
+        return sa.func.clock_timestamp(type_=UTCDateTime()) + span
+
+    def json_array_contains(self, column: sa.Column[Any], value: str) -> sa.ColumnElement[bool]:
+        return sa.cast(column, postgresql.JSONB).contains([value])
+
+    # -- inserts ---------------------------------------------------------------------------
+    def insert_ignoring(
+        self,
+        table: sa.Table,
+        index_elements: Sequence[str],
+        index_where: sa.ColumnElement[bool] | sa.TextClause | None = None,
+    ) -> sa.Insert:
+        return postgresql.insert(table).on_conflict_do_nothing(
+            index_elements=index_elements, index_where=index_where
+        )
+
+    def upsert(
+        self,
+        table: sa.Table,
+        values: dict[str, Any],
+        index_elements: Sequence[str],
+        set_: dict[str, Any],
+        where: sa.ColumnElement[bool],
+    ) -> sa.Insert:
+        return (
+            postgresql.insert(table)
+            .values(**values)
+            .on_conflict_do_update(index_elements=index_elements, set_=set_, where=where)
+        )
+
+    def bulk_insert(
+        self, conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Row]
+    ) -> None:
+        if rows:
+            copy_rows(conn, table, columns, rows)
+
+    def insert_unique_runs(self, conn: Connection, new_runs: Sequence[NewRun]) -> set[str]:
+        # ``runs`` is partitioned by id, so its (job, logical date) uniqueness is the primary
+        # key of ``run_keys``: take the keys first.
+        free = run_keys.take_keys(conn, new_runs)
+        if free:
+            conn.execute(runs.insert(), [run_to_row(n.run) for n in free])
+        return {n.run.id for n in free}
+
+    def insert_run_keys(self, conn: Connection, items: Sequence[Run]) -> None:
+        run_keys.insert_keys(conn, items)
+
+    def delete_run_keys(
+        self, conn: Connection, job_id: str, items: Sequence[tuple[str, datetime]]
+    ) -> None:
+        run_keys.delete_keys(conn, job_id, items)
+
+    def guarded_insert(self, rows: RunRows, planned_from: Job | None) -> Statement | None:
+        return pg_enqueue.statement(rows, planned_from) if pg_enqueue.fits(rows) else None
+
+    async def execute_direct(self, statement: Statement) -> int | None:
+        return await self._direct.execute(*statement)
+
+    # -- the worker's hot statements -------------------------------------------------------
+    def claim(
+        self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
+    ) -> list[TaskRun]:
+        return pg_dispatch.claim(conn, keys, worker_id, now)
+
+    def heartbeat(
+        self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
+    ) -> set[str]:
+        return pg_dispatch.heartbeat(conn, keys, worker_id, now)
+
+    def lock_running(
+        self, conn: Connection, keys: Sequence[TaskKey]
+    ) -> Sequence[Mapping[Any, Any]]:
+        return pg_dispatch.lock_running(conn, keys)
+
+    def write_outcomes(
+        self,
+        conn: Connection,
+        completed: Sequence[dict[str, Any]],
+        history: Sequence[dict[str, Any]],
+        alone: Sequence[dict[str, Any]],
+    ) -> None:
+        pg_dispatch.write_outcomes(conn, completed, history, alone)
+
+    # -- housekeeping ----------------------------------------------------------------------
+    async def maintain(
+        self, write: Writer[Any], now: datetime, retention_days: int | None, ahead: int
+    ) -> Maintenance:
+        return await retention.maintain_partitions(write, now, retention_days, ahead)
+
+    def truncate(self, conn: Connection, tables: Sequence[sa.Table]) -> None:
+        conn.execute(sa.text(f"TRUNCATE {', '.join(t.name for t in tables)}"))
+
+    def upgrade(self, engine: Engine, revision: str) -> None:
+        migrate.upgrade_postgresql(engine, revision)
+
+    async def close(self) -> None:
+        await self._direct.close()
