@@ -157,8 +157,8 @@ def claim(
 ) -> list[TaskRun]:
     with _driver(conn) as cursor:
         cursor.execute(*claim_statement(keys, worker_id, now))
-        decode = _decoder(_names(cursor))
-        return [TaskRun(**decode(row)) for row in cursor.fetchall()]
+        decode = _task_run_decoder(_names(cursor))
+        return [decode(row) for row in cursor.fetchall()]
 
 
 def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
@@ -255,6 +255,19 @@ _BY_NAME: dict[str, Callable[[Any], Any]] = {
 
 def _keep(value: Any) -> Any:
     return value
+
+
+@cache
+def _task_run_decoder(names: tuple[str, ...]) -> Callable[[Sequence[Any]], TaskRun]:
+    """Decodes a row of the columns ``names`` into a ``TaskRun``: each field is found by its
+    column name (once per statement, here), then read by position, row after row."""
+    at = [names.index(field) for field in TASK_RUN_COLUMNS]
+    steps = [(i, _BY_NAME.get(names[i])) for i in at]
+
+    def decode(row: Sequence[Any]) -> TaskRun:
+        return TaskRun(*[row[i] if f is None else f(row[i]) for i, f in steps])
+
+    return decode
 
 
 @cache
