@@ -142,6 +142,9 @@ async def test_queues_without_workers_or_with_all_busy(store: Store) -> None:
     assert await why(svc, second.run.id) == [
         "workers_busy: task main is queued behind 1 items with all workers of 'default' busy"
     ]
+    anything = WorkerInfo("w2", "host", 2, ("*",), 4, NOW, NOW, running=0)
+    await store.register_worker(anything)  # takes every queue, with free slots
+    assert (await why(svc, second.run.id))[0].startswith("queued: task main is queued on")
 
 
 async def test_no_leader(store: Store) -> None:

@@ -17,6 +17,8 @@ from datetime import datetime
 from tickwork.core.model import Job, Run, RunState, ScheduleKind, TaskRun, TaskRunState
 
 S = TaskRunState
+#: A worker registered with this queue takes every queue (``tickwork up``'s default).
+EVERY_QUEUE = "*"
 _DONE_FOR_PAST = frozenset({S.SUCCESS, S.SKIPPED})
 _FINISHED_TASK = frozenset({S.SUCCESS, S.FAILED, S.CANCELLED, S.SKIPPED, S.UPSTREAM_FAILED})
 _FINISHED_RUN = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
@@ -190,7 +192,7 @@ def _queued(tr: TaskRun, facts: WhyFacts, now: datetime) -> Reason:
     if tr.queued_at is not None and tr.queued_at > now:
         when = f"{_at(tr.queued_at)} ({_in(tr.queued_at, now)})"
         return Reason("not_due", f"task {name} is handed out ahead, for {when}")
-    serving = [w for w in facts.workers or () if queue in w.queues]
+    serving = [w for w in facts.workers or () if {queue, EVERY_QUEUE} & set(w.queues)]
     if facts.workers is not None and not serving:
         text = f"task {name} is queued on queue {queue!r} that no live worker serves"
         return Reason("no_worker", text)
