@@ -245,7 +245,10 @@ async def test_failover_with_a_window_runs_each_fire_handed_out_ahead_once(
         await leader.tick(clock)
         keys = [(d.task_run_id, d.attempt) for d in await a.broker.consume(["default"], 99, 0.01)]
         for tr in await a.store.claim(keys, "w1", at):  # what a worker runs
-            ran[tr.logical_date] = ran.get(tr.logical_date, 0) + 1
+            # This worker never completes nor heartbeats: the reaper retries its attempts
+            # (lost with their worker, core.retry.INFRA_RETRIES). Count the first ones.
+            if tr.attempt == 1:
+                ran[tr.logical_date] = ran.get(tr.logical_date, 0) + 1
 
     assert await a.ha.election.campaign()
     await minute(a, utc(2026, 3, 2, 10, 0, 30))  # a hands out 10:01 .. 10:05

@@ -280,7 +280,9 @@ async def test_reaper_fires_on_failure_with_an_empty_log_tail_once(sqlite_store:
     scheduler = Scheduler(
         sqlite_store, MemoryBroker(), clock=now, rand=random.random, make_id=new_id, hooks=hooks
     )
-    job = with_hooks(make_job("hooks-zombie", now=now()), on_failure=py("record"))
+    job = with_hooks(
+        make_job("hooks-zombie", now=now()), on_failure=py("record"), on_retry=py("record")
+    )
     t = now()
     nr = new_run(
         job, t, trigger=RunTrigger.SCHEDULE, now=t, make_id=new_id, state=TaskRunState.QUEUED
@@ -294,7 +296,8 @@ async def test_reaper_fires_on_failure_with_an_empty_log_tail_once(sqlite_store:
     finally:
         await hooks.close(1.0)
     [context] = callbacks.calls("hooks-zombie")  # the second, refused outcome fired none
-    assert (context.event, context.state) == (CallbackEvent.ON_FAILURE, TaskRunState.FAILED)
+    # A lost attempt is retried from the infrastructure budget, even with one attempt.
+    assert (context.event, context.state) == (CallbackEvent.ON_RETRY, TaskRunState.UP_FOR_RETRY)
     assert context.error == "worker lost: no heartbeat (worker gone)"
     assert context.log_tail == "" and context.worker_id == "gone"
     assert errors == []

@@ -18,6 +18,7 @@ from tickwork.core.model import (
     ScheduleKind,
     TaskRunState,
 )
+from tickwork.core.retry import INFRA_RETRIES
 from tickwork.core.runs import new_run
 from tickwork.ids import new_id
 from tickwork.ports import Store
@@ -150,7 +151,7 @@ async def test_at_run_is_dispatched_only_once_due(sqlite_store: Store) -> None:
     assert [d.task_run_id for d in delivered] == [first.task_runs[0].id]
 
 
-async def test_reaper_retries_a_zombie_and_dead_letters_on_last_attempt(
+async def test_reaper_retries_a_zombie_and_dead_letters_past_the_infra_budget(
     sqlite_store: Store,
 ) -> None:
     job = make_job("z", now=T0, retry=RetryPolicy(max_attempts=2, initial_delay=5, jitter=0))
@@ -171,13 +172,17 @@ async def test_reaper_retries_a_zombie_and_dead_letters_on_last_attempt(
     assert retried.due_at == clock.now + timedelta(seconds=5)
     assert "no heartbeat" in (detail.attempts[0].error or "")
 
-    clock.now += timedelta(seconds=5)
-    await sched.tick(clock.now)
-    await sqlite_store.claim([(tr.id, 2)], "w-dead-again", clock.now)
-    clock.now += timedelta(seconds=20)
-    assert await sched.reap_zombies(clock.now) == 1
+    # Lost attempts are retried beyond max_attempts, from a budget of INFRA_RETRIES more.
+    last = 2 + INFRA_RETRIES  # max_attempts 2, then the infrastructure budget
+    for attempt in range(2, last + 1):
+        clock.now += timedelta(seconds=100)
+        await sched.tick(clock.now)
+        assert await sqlite_store.claim([(tr.id, attempt)], "w-dead-again", clock.now)
+        clock.now += timedelta(seconds=20)
+        assert await sched.reap_zombies(clock.now) == 1
     detail = await sqlite_store.get_run(nr.run.id)
     assert detail is not None
+    assert detail.task_runs[0].attempt == last == 5
     assert detail.task_runs[0].state is TaskRunState.FAILED
     assert detail.run.state is RunState.FAILED
     dead = await sqlite_store.list_runs(state="dead")

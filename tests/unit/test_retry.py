@@ -12,6 +12,7 @@ from tickwork.core.retry import (
     backoff_delay,
     failure_outcome,
     has_attempts_left,
+    lost_outcome,
     validate_retry,
 )
 
@@ -79,6 +80,19 @@ def test_failure_of_the_last_attempt_dead_letters() -> None:
     )
     assert outcome.state is TaskRunState.FAILED
     assert outcome.retry_at is None
+
+
+@pytest.mark.parametrize(("attempt", "state"), [
+    (1, TaskRunState.UP_FOR_RETRY),
+    (3, TaskRunState.UP_FOR_RETRY),
+    (4, TaskRunState.FAILED),
+])  # fmt: skip
+def test_an_attempt_lost_with_its_worker_is_retried_from_a_budget_of_three(
+    attempt: int, state: TaskRunState
+) -> None:
+    # One attempt by policy (the default): a lost attempt still gets 3 more.
+    outcome = lost_outcome(task_run(RetryPolicy(), attempt), now=NOW, rand=0.5, error="lost")
+    assert outcome.state is state
 
 
 def test_failure_with_the_longest_allowed_delay_still_computes_a_retry_time() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from math import inf, isfinite
 
@@ -10,6 +11,10 @@ from tickwork.core.model import Outcome, RetryPolicy, TaskRun, TaskRunState
 
 #: The longest wait between attempts; longer ones would overflow ``timedelta`` arithmetic.
 MAX_DELAY = 7 * 24 * 3600.0
+#: Attempts lost with their worker (killed, frozen, cut off) that are retried beyond the
+#: task's own ``max_attempts``: a dead worker is not the task's failure, and with the default
+#: policy (one attempt) its runs would otherwise be dead letters although the work may be done.
+INFRA_RETRIES = 3
 
 
 def validate_retry(policy: RetryPolicy, field: str = "retry") -> RetryPolicy:
@@ -92,5 +97,28 @@ def failure_outcome(
         started_at=started_at,
         error=error,
         exit_code=exit_code,
+        worker_id=worker_id,
+    )
+
+
+def lost_outcome(
+    task_run: TaskRun,
+    *,
+    now: datetime,
+    rand: float,
+    error: str,
+    started_at: datetime | None = None,
+    worker_id: str | None = None,
+) -> Outcome:
+    """What an attempt lost with its worker leads to: a retry while the task run has used
+    fewer than ``max_attempts + INFRA_RETRIES`` attempts (the task's own budget, plus a
+    separate one for infrastructure), else the dead-letter state."""
+    extended = replace(task_run.retry, max_attempts=task_run.retry.max_attempts + INFRA_RETRIES)
+    return failure_outcome(
+        replace(task_run, retry=extended),
+        now=now,
+        rand=rand,
+        error=error,
+        started_at=started_at,
         worker_id=worker_id,
     )

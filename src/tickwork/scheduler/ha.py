@@ -167,8 +167,10 @@ class LeaderElection:
         in the database if another holder has taken the lease since.)"""
         self.step_down()
         lease, self._last = self._last, None
-        if lease is not None:
-            await self._store.release_lease(lease.name, lease.holder, lease.token)
+        if lease is not None and not await self._store.release_lease(
+            lease.name, lease.holder, lease.token
+        ):
+            log.info("%s: epoch %d was already over; nothing to release", self._holder, lease.token)
 
     def _held(self, lease: Lease | None, sent: float) -> None:
         old = self._lease
@@ -219,8 +221,8 @@ class HAScheduler:
         finally:
             try:
                 await self.election.resign()
-            except Exception:  # the database is gone too: the lease simply expires
-                log.exception("could not release the lease; it expires on its own")
+            except Exception as exc:  # the database is gone too: the lease simply expires
+                log.warning("could not release the lease (%s); it expires on its own", exc)
 
     async def lead(self) -> None:
         """Schedule until the lease is lost, then stop the scheduling task at once."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from tickwork.core.model import Job, NewRun, Outcome, TaskRun, TaskRunState
-from tickwork.core.retry import failure_outcome
+from tickwork.core.retry import lost_outcome
 from tickwork.core.runs import new_run, skipped_run
 from tickwork.core.schedule import plan_ahead
 from tickwork.hooks import Hooks
@@ -201,8 +201,9 @@ class Scheduler:
         return await self.fail_lost(stale, now, "worker lost: no heartbeat")
 
     async def fail_lost(self, task_runs: Sequence[TaskRun], now: datetime, why: str) -> int:
+        # Lost with their worker: retried from the infrastructure budget too (core.retry).
         outcomes = [
-            failure_outcome(
+            lost_outcome(
                 tr,
                 now=now,
                 rand=self._rand(),
