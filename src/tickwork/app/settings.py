@@ -65,6 +65,7 @@ class Settings:
     idempotency_ttl: float = 24 * 3600.0  # seconds an Idempotency-Key is remembered
     # -- observability (every process kind; docs/operations.md)
     log_format: str = "text"  # or json: one object per line with the bound context
+    metrics: str = "on"  # off: no per-job store/broker/runner instrumentation (to measure it)
     metrics_port: int = 0  # scheduler, worker: /metrics, /livez, /readyz here; 0: off
     metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a container, for Prometheus and probes
 
@@ -74,6 +75,8 @@ class Settings:
                 raise ValidationError(name, f"must be 0 or more, not {getattr(self, name)}")
         if self.log_format not in ("text", "json"):
             raise ValidationError("log_format", f"must be text or json, not {self.log_format!r}")
+        if self.metrics not in ("on", "off"):
+            raise ValidationError("metrics", f"must be on or off, not {self.metrics!r}")
         if self.concurrency < 1:
             raise ValidationError("concurrency", f"must be 1 or more, not {self.concurrency}")
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from tickwork.core.model import TaskKind, TaskRun
-from tickwork.observe.logs import bind
+from tickwork.observe import tracing
+from tickwork.observe.logs import bind_attempt, unbind
 from tickwork.ports import LogSink, Runner, RunResult
 
 K = TypeVar("K")
@@ -19,17 +20,13 @@ class ObservedRunner:
         self.inner = runner
 
     async def run(self, task_run: TaskRun, log: LogSink, cancel: asyncio.Event) -> RunResult:
-        with bind(
-            job=task_run.job_name,
-            run_id=task_run.run_id,
-            task_run_id=task_run.id,
-            attempt=task_run.attempt,
-        ):
-            from tickwork.observe import tracing
-
+        token = bind_attempt(task_run)
+        try:
             if tracing.enabled():
                 return await tracing.traced_attempt(self.inner, task_run, log, cancel)
             return await self.inner.run(task_run, log, cancel)
+        finally:
+            unbind(token)
 
     def __getattr__(self, name: str) -> object:  # close() and the like reach the runner
         return getattr(self.inner, name)

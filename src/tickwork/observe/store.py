@@ -61,6 +61,10 @@ class ObservedStore:
         self._job_label = job_label
         self._claimed: dict[str, tuple[str, str]] = {}  # task run id -> (queue, job name)
         self._epoch = 0
+        # Label children, looked up once: ``labels()`` costs more than the observation.
+        self._delay: dict[str, Any] = {}
+        self._lateness_children: dict[str, Any] = {}
+        self._finished: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
@@ -97,9 +101,13 @@ class ObservedStore:
 
     # -- what results tell -------------------------------------------------------------
     def _after_claim(self, claimed: list[TaskRun], _keys: Any, _worker: str, now: datetime) -> None:
+        children = self._delay
         for tr in claimed:
+            child = children.get(tr.queue)
+            if child is None:
+                child = children[tr.queue] = m.START_DELAY.labels(tr.queue)
             since = tr.queued_at or tr.due_at
-            m.START_DELAY.labels(tr.queue).observe(max((now - since).total_seconds(), 0.0))
+            child.observe(max((now - since).total_seconds(), 0.0))
         self._remember(claimed)
 
     def _after_stale_running(self, stale: list[TaskRun], *_: Any) -> None:
@@ -111,17 +119,26 @@ class ObservedStore:
 
     def _after_complete(self, done: Completion, outcomes: Sequence[Outcome], **_: Any) -> None:
         applied = set(done.applied)
+        counts: dict[tuple[str, str], int] = {}
         for outcome in outcomes:
             queue, job = self._claimed.pop(outcome.task_run_id, ("unknown", "unknown"))
             if outcome.task_run_id not in applied:
                 continue
-            label = OUTCOMES.get(outcome.state, str(outcome.state))
-            m.TASK_RUNS.labels(queue, label).inc()
+            key = (queue, OUTCOMES.get(outcome.state, str(outcome.state)))
+            counts[key] = counts.get(key, 0) + 1
             if outcome.started_at is not None:
                 ran = (outcome.finished_at - outcome.started_at).total_seconds()
-                m.TASK_DURATION.labels(queue, label).observe(max(ran, 0.0))
+                self._finished_children(key)[1].observe(max(ran, 0.0))
             if self._job_label:
-                m.JOB_TASK_RUNS.labels(job, label).inc()
+                m.JOB_TASK_RUNS.labels(job, key[1]).inc()
+        for key, n in counts.items():  # one increment per queue and outcome, not per job
+            self._finished_children(key)[0].inc(n)
+
+    def _finished_children(self, key: tuple[str, str]) -> tuple[Any, Any]:
+        found = self._finished.get(key)
+        if found is None:
+            found = self._finished[key] = (m.TASK_RUNS.labels(*key), m.TASK_DURATION.labels(*key))
+        return found
 
     def _after_mark_queued(
         self, queued: list[TaskRun], _keys: Any, now: datetime, **_: Any
@@ -145,11 +162,13 @@ class ObservedStore:
             m.ELECTIONS.inc()
             m.LAST_PASS.set(time.time())  # a new leader's loop starts now: not stalled yet
 
-    @staticmethod
-    def _lateness(task_runs: Iterable[TaskRun], now: datetime) -> None:
+    def _lateness(self, task_runs: Iterable[TaskRun], now: datetime) -> None:
+        children = self._lateness_children
         for tr in task_runs:
-            late = (now - tr.due_at).total_seconds()
-            m.SCHEDULE_DELAY.labels(tr.queue).observe(max(late, 0.0))
+            child = children.get(tr.queue)
+            if child is None:
+                child = children[tr.queue] = m.SCHEDULE_DELAY.labels(tr.queue)
+            child.observe(max((now - tr.due_at).total_seconds(), 0.0))
 
     def _remember(self, task_runs: Sequence[TaskRun]) -> None:
         if len(self._claimed) + len(task_runs) > MAX_REMEMBERED:

@@ -24,7 +24,7 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 import uvicorn
@@ -96,6 +96,23 @@ log = logging.getLogger("tickwork")
 
 HOOKS_GRACE = 5.0  # seconds callbacks still running at shutdown get to finish
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+S = TypeVar("S")
+B = TypeVar("B")
+
+
+def instrumented(settings: Settings, store: S, broker: B) -> tuple[S, B]:
+    """``store`` and ``broker`` measured (``TICKWORK_METRICS=on``, the default), or as they are
+    (``off``: what bench/metrics_cost.py compares against; probes, facts and status stay)."""
+    if settings.metrics == "off":
+        return store, broker
+    return observed_store(store, job_label=job_label()), observed_broker(broker)
+
+
+def runners_of(settings: Settings, runners: Mapping[TaskKind, Runner]) -> Mapping[TaskKind, Runner]:
+    """The runners a pool uses: wrapped with the attempt's log context (unless metrics are off)."""
+    return runners if settings.metrics == "off" else observed_runners(runners)
 
 
 def utcnow() -> datetime:
@@ -403,8 +420,7 @@ def wire(
     signals, one scheduler, one worker pool and the services of the API, measured (metrics).
     Tests build it directly (and run its loops themselves); ``build_embedded`` builds it for
     a process."""
-    store = observed_store(store, clock=clock, job_label=job_label())
-    broker = observed_broker(MemoryBroker())
+    store, broker = instrumented(settings, store, MemoryBroker())
     cancels = MemoryCancelSignals()
     guard = url_guard(settings)
     pool_id = embedded_id()
@@ -418,7 +434,7 @@ def wire(
     pool = WorkerPool(
         store,
         broker,
-        observed_runners(runners),
+        runners_of(settings, runners),
         PoolConfig(
             worker_id=pool_id,
             queues=embedded_queues(settings),
@@ -485,8 +501,8 @@ async def build_embedded(process: Process) -> None:
 async def build_scheduler(process: Process) -> None:
     """A scheduler replica of distributed mode: replicas elect one leader on a lease."""
     s = process.settings
-    store = observed_store(await opened_store(process, s.require_database()), job_label=job_label())
-    broker = observed_broker(distributed_broker(process))
+    opened = await opened_store(process, s.require_database())
+    store, broker = instrumented(s, opened, distributed_broker(process))
     leases = coordination(process)
     built_hooks = hooks(process, store, url_guard(s))
     replica = scheduler_replica(s, store, broker, built_hooks, clock=utcnow, leases=leases)
@@ -516,14 +532,14 @@ async def build_worker(process: Process) -> None:
     wid = worker_id()
     set_process_fields(worker=wid)
     queues = s.queues_for(("default",))
-    store = observed_store(await opened_store(process, s.require_database()), job_label=job_label())
-    broker = observed_broker(distributed_broker(process, consumer=wid))
+    opened = await opened_store(process, s.require_database())
+    store, broker = instrumented(s, opened, distributed_broker(process, consumer=wid))
     cancels = distributed_cancels(process)
     guard = url_guard(s)
     pool = WorkerPool(
         store,
         broker,
-        observed_runners(runners(process, guard)),
+        runners_of(s, runners(process, guard)),
         PoolConfig(worker_id=wid, queues=queues, concurrency=s.concurrency),
         clock=utcnow,
         rand=random.random,
