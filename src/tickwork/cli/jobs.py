@@ -3,6 +3,7 @@ jobs."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -18,6 +19,7 @@ from tickwork.cli.common import (
     reported_errors,
 )
 from tickwork.cli.job_apply import apply
+from tickwork.cli.job_edit import definition_yaml, edit
 from tickwork.cli.job_enqueue import enqueue
 from tickwork.cli.job_input import JobFlags, job_input
 from tickwork.cli.output import (
@@ -29,19 +31,23 @@ from tickwork.cli.output import (
     print_table,
     when,
 )
+from tickwork.cli.render import Col, Markup, ago, strip
 from tickwork.cli.status import warn_if_unserved
-from tickwork.sdk import RetryInfo, ScheduleInfo, TaskInfo
+from tickwork.sdk import JobInfo, RetryInfo, RunInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
 app.command("why")(why.job_why)  # cli/why.py
 app.command("ledger")(why.job_ledger)  # cli/why.py
 app.command("apply")(apply)
 app.command("enqueue")(enqueue)
+app.command("edit")(edit)
 
 NameArg = Annotated[str, typer.Argument(help="The job's name.")]
 _SCHEDULE = "Schedule (exactly one)"
 _TASK = "Task (exactly one kind)"
 _POLICY = "Policies"
+#: Newest runs read for the last-runs strip of `job list` (one request for every job).
+RECENT_RUNS = 1000
 
 
 @app.command("add")
@@ -206,21 +212,52 @@ def add(
 def list_jobs(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option(help="At most this many jobs.")] = 100,
+    tag: Annotated[
+        str | None, typer.Option(help="Only jobs with this tag.", show_default="all")
+    ] = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,
 ) -> None:
-    """List jobs by name."""
+    """List jobs by name, with their next fire and their last runs (newest on the right)."""
     with connect(ctx, url) as client:
-        page = client.list_jobs(limit=limit)
+        page = client.list_jobs(limit=limit, tag=tag)
+        recent = client.list_runs(limit=RECENT_RUNS)["runs"] if not is_data(output) else []
     if is_data(output):
         print_data(output, page)
         return
+    wide = output is Output.WIDE
+    strips = last_runs(recent)
+    time = when if wide else ago
+    columns = (
+        Col("name"), Col("schedule", drop=2), Col("task", drop=3), Col("paused", drop=4),
+        Col("next fire", drop=1), Col("last runs"),
+    )  # fmt: skip
     rows = [
         (j["name"], describe_schedule(j["schedule"]), _summarize_tasks(j["tasks"]),
-         j["paused"], when(j["next_fire_at"]))
+         j["paused"], time(next_fire(j)), strips.get(j["name"], Markup("-")))
         for j in page["jobs"]
     ]  # fmt: skip
-    print_table(("name", "schedule", "task", "paused", "next fire"), rows, empty="no jobs")
+    print_table(columns, rows, empty="no jobs", wide=wide)
+
+
+def next_fire(job: JobInfo) -> str | None:
+    """A cron job's next fire, or a pending `at` job's instant (None: no fire to come)."""
+    if job["next_fire_at"] is not None:
+        return job["next_fire_at"]
+    at = job["schedule"]["at"]
+    if job["schedule"]["kind"] == "at" and at and job["last_fire_at"] is None:
+        return at
+    return None
+
+
+def last_runs(runs: list[RunInfo], count: int = 5) -> dict[str, Markup]:
+    """Each job's newest ``count`` runs as state symbols, oldest first: ``✓✓✗✓▶``."""
+    by_job: dict[str, list[str]] = {}
+    for run in runs:  # newest first
+        states = by_job.setdefault(run["job_name"], [])
+        if len(states) < count:
+            states.append(run["state"])
+    return {name: strip(reversed(states)) for name, states in by_job.items()}
 
 
 @app.command("show")
@@ -230,10 +267,13 @@ def show(
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,
 ) -> None:
-    """Show one job."""
+    """Show one job (-o yaml: its definition, which `job apply` takes back unchanged)."""
     with connect(ctx, url) as client:
         job = client.get_job(name)
-        fires = client.upcoming(name, 3)["fires"] if output is Output.TABLE else []
+        fires = client.upcoming(name, 3)["fires"] if not is_data(output) else []
+    if output is Output.YAML:  # the definition: `job apply` of it changes nothing
+        sys.stdout.write(definition_yaml(job))
+        return
     if is_data(output):
         print_data(output, job)
         return

@@ -6,7 +6,7 @@ a symbol (the symbol stays when colour is off), and columns that give way on nar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -57,6 +57,15 @@ def state(value: str) -> Markup:
     symbol, style = STATES.get(value, ("?", ""))
     text = f"{symbol} {escape(value)}"
     return Markup(f"[{style}]{text}[/]" if style else text)
+
+
+def strip(states: Iterable[str]) -> Markup:
+    """States as their coloured symbols side by side: ``✓✓✗▶``."""
+    parts = []
+    for value in states:
+        symbol, style = STATES.get(value, ("?", ""))
+        parts.append(f"[{style}]{symbol}[/]" if style else symbol)
+    return Markup("".join(parts) or "-")
 
 
 def ago(instant: str | None, now: datetime | None = None) -> str:
