@@ -127,7 +127,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _healthy(url, proc, log), bool, timeout=30)
+        try:
+            wait_for(lambda: _healthy(url, proc, log), bool, timeout=60)
+        except AssertionError:
+            raise AssertionError(f"tickwork up did not answer:\n{log.read_text()}") from None
         admin = (root / "data" / "admin.token").read_text().strip()
         running = Site(url, {"admin": admin}, proc, log)
         _seed(running)

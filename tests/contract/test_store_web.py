@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.contract.factory import at, make_job, make_run, shell_task
-from tickwork.core.model import TaskRunState
+from tickwork.core.model import LogChunk, TaskRunState
 from tickwork.ids import new_id
 from tickwork.ports.web import AuditEntry, WebSession
 from tickwork.store import SqlStore
@@ -59,8 +59,22 @@ async def test_dashboard_reads_count_queues_grid_and_dead_letters(store: SqlStor
     assert [c.run.id for c in columns] == [queued.run.id, failed.run.id]  # oldest first
     assert {t: s for t, (_, s) in columns[1].cells.items()} == {"a": "failed", "b": "failed"}
     strips = await store.recent_run_states([job.id], 1)
-    assert [r.id for r in strips[job.id]] == [failed.run.id]
+    assert [(r.id, r.state) for r in strips[job.id]] == [(failed.run.id, "failed")]
     digest = await store.change_digest()
     assert digest == await store.change_digest()
     assert len(await store.run_digest(queued.run.id)) == 2
     assert await store.failing_now(at(0) - timedelta(days=1), 5) == []  # no finished_at set
+
+
+async def test_log_tail_reads_the_last_chunks_in_order(store: SqlStore) -> None:
+    job = make_job("logs")
+    await store.create_jobs([(job, [])])
+    nr = make_run(job, at(0))
+    await store.create_runs([nr])
+    tr = nr.task_runs[0]
+    await store.append_logs(
+        [LogChunk(tr.id, 1, seq, "stdout", f"line {seq}\n", at(seq)) for seq in range(10)]
+    )
+    tail = await store.log_tail(tr.id, 3)
+    assert [c.seq for c in tail] == [7, 8, 9]
+    assert tail[-1].data == "line 9\n"

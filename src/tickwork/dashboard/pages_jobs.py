@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
+import heapq
+from collections import Counter, defaultdict
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
 
 import yaml
 from starlette.responses import Response
@@ -13,12 +14,13 @@ from starlette.responses import Response
 from tickwork.api.schemas import JobRead
 from tickwork.core.errors import ValidationError
 from tickwork.core.layout import layout
-from tickwork.core.model import Job, Schedule, ScheduleKind
+from tickwork.core.model import Job, Schedule
 from tickwork.core.schedule import upcoming
 from tickwork.dashboard.context import Ctx
 from tickwork.dashboard.svg import dag_of_job
 from tickwork.dashboard.words import dst_change
 from tickwork.ports import JobFilter
+from tickwork.ports.web import CronJob
 
 JOBS_PER_PAGE = 50
 STRIP_RUNS = 20
@@ -113,43 +115,62 @@ def _int(raw: str | None, default: int, maximum: int, name: str) -> int:
 
 
 async def calendar(ctx: Ctx) -> Response:
-    hour0 = ctx.now.replace(minute=0, second=0, microsecond=0)
+    # From midnight UTC, so that the heat map's rows are days and its columns hours.
+    hour0 = ctx.now.replace(hour=0, minute=0, second=0, microsecond=0)
     end = hour0 + timedelta(days=CALENDAR_DAYS)
+    # Jobs grouped by schedule: 2,000 jobs usually share a few dozen schedules, and the fires
+    # of each schedule are computed once (and cached for the hour).
+    by_schedule: dict[Schedule, list[CronJob]] = defaultdict(list)
+    for j in await ctx.store.cron_jobs_firing_before(end):
+        by_schedule[j.schedule].append(j)
     load: Counter[datetime] = Counter()
-    rows: list[tuple[datetime, Job, bool]] = []
-    after: str | None = None
-    while True:  # every live cron job, a thousand at a time
-        page = await ctx.services.list_jobs(
-            limit=1000, after=after, where=JobFilter(schedule_kind=ScheduleKind.CRON.value)
-        )
-        for j in page.jobs:
-            _plan(j, hour0, end, load, rows)
-        if page.next_after is None:
-            break
-        after = page.next_after
-    rows.sort(key=lambda r: (r[0], r[1].name))
+    groups = list(by_schedule.items())
+    total = 0
+    for schedule, group in groups:
+        per_hour, _ = _fires(schedule, hour0)
+        active = sum(1 for j in group if not j.paused)
+        for hour, n in per_hour.items():
+            load[hour] += n * active
+        total += sum(per_hour.values()) * len(group)
     peak = max(load.values(), default=0)
     hours = [hour0 + timedelta(hours=h) for h in range(CALENDAR_DAYS * 24)]
+    shown = _soonest(groups, hour0, ctx.now)
     return await ctx.page(
-        "calendar.html", title="Calendar", nav="calendar", rows=rows[:CALENDAR_ROWS],
-        more=max(0, len(rows) - CALENDAR_ROWS), hours=hours, load=load, peak=peak,
+        "calendar.html", title="Calendar", nav="calendar", rows=shown,
+        more=max(0, total - len(shown)), hours=hours, load=load, peak=peak,
         days=[hour0 + timedelta(days=d) for d in range(CALENDAR_DAYS)],
     )  # fmt: skip
 
 
-def _plan(j: Job, hour0: datetime, end: datetime, load: Counter[datetime], rows: list[Any]) -> None:
-    if j.next_fire_at is None or j.next_fire_at >= end:
-        return
-    per_hour, first = _fires(j.schedule, hour0)
-    if not j.paused:
-        load.update(per_hour)
-    rows.extend((f, j, dst_change(f, j.schedule.timezone)) for f in first)
+def _soonest(
+    groups: list[tuple[Schedule, list[CronJob]]], hour0: datetime, now: datetime
+) -> list[tuple[datetime, CronJob, bool]]:
+    """The first CALENDAR_ROWS fires over all jobs: the schedules' fire lists merged lazily,
+    each fire standing for every job of its schedule."""
+    merged = heapq.merge(
+        *(((f, i) for f in _fires(s, hour0)[1]) for i, (s, _) in enumerate(groups))
+    )
+    rows: list[tuple[datetime, CronJob, bool]] = []
+    for fire, index in merged:
+        if fire <= now:
+            continue  # today's earlier hours count in the load, not as upcoming
+        schedule, group = groups[index]
+        dst = dst_change(fire, schedule.timezone)
+        for job in sorted(group, key=lambda j: j.name):
+            rows.append((fire, job, dst))
+            if len(rows) == CALENDAR_ROWS:
+                return rows
+    return rows
+
+
+def _tagged(fires: list[datetime], index: int) -> Iterator[tuple[datetime, int]]:
+    return ((f, index) for f in fires)
 
 
 @lru_cache(maxsize=4096)
 def _fires(schedule: Schedule, hour0: datetime) -> tuple[Counter[datetime], list[datetime]]:
     """Fires of one schedule in the week from ``hour0``, counted per hour, and the first few.
-    Cached by (schedule, hour): 2,000 jobs usually share a few dozen schedules."""
+    Cached by (schedule, hour)."""
     end = hour0 + timedelta(days=CALENDAR_DAYS)
     fires: list[datetime] = []
     after = hour0
@@ -160,4 +181,4 @@ def _fires(schedule: Schedule, hour0: datetime) -> tuple[Counter[datetime], list
             break
         after = step[-1]
     per_hour = Counter(f.replace(minute=0, second=0, microsecond=0) for f in fires)
-    return per_hour, fires[:20]
+    return per_hour, fires[:CALENDAR_ROWS]

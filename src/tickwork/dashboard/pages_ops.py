@@ -104,12 +104,14 @@ async def site_events(ctx: Ctx) -> Response:
 
     async def probe(last: Any) -> tuple[Any, Any]:
         digest = json.dumps(await store.change_digest(), default=str)
-        # The first probe only learns the state: the page was rendered just before.
-        return digest, (None if last is None or digest == last else digest)
+        return digest, (None if digest == last else digest)
+
+    # Seeds a new feed (an existing one knows the state already): one query per connection.
+    seen = json.dumps(await store.change_digest(), default=str)
 
     async def stream() -> AsyncIterator[str]:
         yield f"retry: {RETRY_MS}\n\n"
-        async with hub.subscribe("site", "changed", probe) as queue:
+        async with hub.subscribe("site", "changed", probe, seen) as queue:
             while True:
                 event = await next_event(queue)
                 if event is None:

@@ -22,7 +22,7 @@ from tickwork.dashboard.svg import dag, gantt
 from tickwork.ports import TimeWindow
 
 RUNS_PER_PAGE = 50
-LOG_CHUNKS = 2000  # chunks shown on the page; the download has everything
+LOG_CHUNKS = 2000  # the log opens at its tail: the last chunks; the download has everything
 LOG_PAGE = 1000
 _WINDOW = ("logical_from", "logical_to", "started_from", "started_to")
 
@@ -95,7 +95,7 @@ async def run(ctx: Ctx) -> Response:
         chosen=chosen,
         lines=lines,
         last_seq=chunks[-1].seq if chunks else -1,
-        truncated=len(chunks) == LOG_CHUNKS,
+        truncated=bool(chunks) and chunks[0].seq > 0,
         search=search or "",
         dead={tr.id for tr in detail.task_runs if tr.state is TaskRunState.FAILED},
     )
@@ -151,6 +151,9 @@ async def run_events(ctx: Ctx) -> Response:
     ``log`` events (new lines of the chosen task; the chunk's seq is the event id, so a
     reconnect resumes where it stopped)."""
     run_id = ctx.request.path_params["run_id"]
+    # The digest first, then the state sent at once: a change after the digest is seen by
+    # the feed's next probe, so nothing falls between the two.
+    seen = await ctx.store.run_digest(run_id)
     detail = await ctx.services.get_run(run_id)
     chosen = _chosen_task(detail, ctx.query("task"))
     resume = ctx.request.headers.get("last-event-id") or ctx.query("after") or "-1"
@@ -159,8 +162,8 @@ async def run_events(ctx: Ctx) -> Response:
 
     async def states(last: Any) -> tuple[Any, Any]:
         digest = await store.run_digest(run_id)
-        if last is None or digest == last:  # first probe: the stream sent the state already
-            return digest, None
+        if digest == last:
+            return last, None
         fresh = await store.get_run(run_id)
         return digest, None if fresh is None else _state_event(fresh)
 
@@ -172,7 +175,7 @@ async def run_events(ctx: Ctx) -> Response:
     async def stream() -> AsyncIterator[str]:
         yield f"retry: {RETRY_MS}\n\n"
         yield sse("state", json.dumps(_state_event(detail)))
-        async with hub.subscribe(("run", run_id), "state", states) as queue:
+        async with hub.subscribe(("run", run_id), "state", states, seen) as queue:
             if chosen is None:
                 async for text in _relay(ctx, [queue], after):
                     yield text

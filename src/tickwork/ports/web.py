@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from tickwork.core.model import Run, TaskRun
+from tickwork.core.model import LogChunk, Run, Schedule, TaskRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,25 @@ class StateCount:
 
 
 @dataclass(frozen=True, slots=True)
+class CronJob:
+    """What the calendar needs of a live cron job (no tasks: 2,000 jobs load in one query)."""
+
+    name: str
+    schedule: Schedule
+    paused: bool
+    next_fire_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RecentRun:
+    """What a job's strip of recent runs shows of each."""
+
+    id: str
+    state: str
+    logical_date: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class GridColumn:
     """One run of a workflow and the state of each of its tasks, by task name."""
 
@@ -108,7 +127,9 @@ class DashboardReads(Protocol):
     async def start_lateness(self, since: datetime, limit: int) -> list[float]:
         """Seconds between due and start of up to ``limit`` task runs started since ``since``."""
 
-    async def recent_run_states(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[Run]]:
+    async def recent_run_states(
+        self, job_ids: Sequence[str], per_job: int
+    ) -> dict[str, list[RecentRun]]:
         """The newest ``per_job`` runs of each job, newest first."""
 
     async def grid(self, job_id: str, runs: int) -> list[GridColumn]:
@@ -122,6 +143,12 @@ class DashboardReads(Protocol):
 
     async def dead_letter_count(self, cap: int) -> int:
         """Dead-lettered task runs, counted up to ``cap`` (a capped count never scans history)."""
+
+    async def cron_jobs_firing_before(self, until: datetime) -> list[CronJob]:
+        """Live cron jobs whose next fire is before ``until``, by name."""
+
+    async def log_tail(self, task_run_id: str, limit: int) -> list[LogChunk]:
+        """The last ``limit`` log chunks of a task run, in order."""
 
     async def change_digest(self) -> tuple[Any, ...]:
         """A cheap fingerprint of what list pages show; it changes when runs start or end."""

@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tickwork.core.model import Run, TaskRun, TaskRunState
-from tickwork.ports.web import GridColumn, QueueDepth, StateCount
-from tickwork.store.rows import run_from_row, task_run_from_row
-from tickwork.store.schema import runs, task_runs
+from tickwork.core.model import LogChunk, Schedule, ScheduleKind, TaskRun, TaskRunState
+from tickwork.ports.web import CronJob, GridColumn, QueueDepth, RecentRun, StateCount
+from tickwork.store.rows import log_from_row, run_from_row, task_run_from_row
+from tickwork.store.schema import jobs, runs, task_logs, task_runs
 
 T = TypeVar("T")
 FAILED = TaskRunState.FAILED.value
@@ -84,17 +84,17 @@ def start_lateness(conn: Connection, since: datetime, limit: int) -> list[float]
 
 def recent_run_states(
     conn: Connection, job_ids: Sequence[str], per_job: int
-) -> dict[str, list[Run]]:
-    found: dict[str, list[Run]] = {}
+) -> dict[str, list[RecentRun]]:
+    found: dict[str, list[RecentRun]] = {}
     for job_id in job_ids:
         # One backward range of (job_id, logical_date, id) each: per_job index entries.
         query = (
-            sa.select(runs)
+            sa.select(runs.c.id, runs.c.state, runs.c.logical_date)
             .where(runs.c.job_id == job_id)
             .order_by(runs.c.logical_date.desc(), runs.c.id.desc())
             .limit(per_job)
         )
-        found[job_id] = [run_from_row(r) for r in conn.execute(query).mappings()]
+        found[job_id] = [RecentRun(i, s, d) for i, s, d in conn.execute(query)]
     return found
 
 
@@ -141,6 +141,40 @@ def pool_waiting(conn: Connection) -> dict[str, int]:
 def dead_letter_count(conn: Connection, cap: int) -> int:
     capped = sa.select(task_runs.c.id).where(task_runs.c.state == FAILED).limit(cap).subquery()
     return int(conn.scalar(sa.select(sa.func.count()).select_from(capped)) or 0)
+
+
+def cron_jobs_firing_before(conn: Connection, until: datetime) -> list[CronJob]:
+    c = jobs.c
+    query = (
+        sa.select(c.name, c.cron, c.timezone, c.start_at, c.end_at, c.paused, c.next_fire_at)
+        .where(
+            c.deleted_at.is_(None),
+            c.schedule_kind == ScheduleKind.CRON.value,
+            c.next_fire_at < until,
+        )
+        .order_by(c.name)
+    )
+    return [
+        CronJob(
+            name,
+            Schedule(ScheduleKind.CRON, cron=cron, timezone=zone, start=start, end=end),
+            bool(paused),
+            next_fire,
+        )
+        for name, cron, zone, start, end, paused, next_fire in conn.execute(query)
+    ]
+
+
+def log_tail(conn: Connection, task_run_id: str, limit: int) -> list[LogChunk]:
+    # A backward range of the (task_run_id, seq) primary key: the tail of a 100 MB log costs
+    # what the tail of a small one does.
+    query = (
+        sa.select(task_logs)
+        .where(task_logs.c.task_run_id == task_run_id)
+        .order_by(task_logs.c.seq.desc())
+        .limit(limit)
+    )
+    return [log_from_row(r) for r in reversed(conn.execute(query).mappings().all())]
 
 
 def change_digest(conn: Connection) -> tuple[Any, ...]:

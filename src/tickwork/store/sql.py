@@ -26,7 +26,6 @@ from tickwork.core.model import (
     NewRun,
     Outcome,
     Pool,
-    Run,
     RunDetail,
     RunState,
     TaskRun,
@@ -52,7 +51,16 @@ from tickwork.ports import (
 )
 from tickwork.ports.backfills import BackfillCounts, BackfillDate, BackfillStepWrite, OpenDate
 from tickwork.ports.facts import StoreFacts
-from tickwork.ports.web import AuditEntry, AuditPage, GridColumn, QueueDepth, StateCount, WebSession
+from tickwork.ports.web import (
+    AuditEntry,
+    AuditPage,
+    CronJob,
+    GridColumn,
+    QueueDepth,
+    RecentRun,
+    StateCount,
+    WebSession,
+)
 from tickwork.store import (
     backfills,
     dashboard_reads,
@@ -549,7 +557,9 @@ class SqlStore:
     async def start_lateness(self, since: datetime, limit: int) -> list[float]:
         return await self._read(lambda conn: dashboard_reads.start_lateness(conn, since, limit))
 
-    async def recent_run_states(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[Run]]:
+    async def recent_run_states(
+        self, job_ids: Sequence[str], per_job: int
+    ) -> dict[str, list[RecentRun]]:
         return await self._read(
             lambda conn: dashboard_reads.recent_run_states(conn, job_ids, per_job)
         )
@@ -565,6 +575,12 @@ class SqlStore:
 
     async def dead_letter_count(self, cap: int) -> int:
         return await self._read(lambda conn: dashboard_reads.dead_letter_count(conn, cap))
+
+    async def cron_jobs_firing_before(self, until: datetime) -> list[CronJob]:
+        return await self._read(lambda conn: dashboard_reads.cron_jobs_firing_before(conn, until))
+
+    async def log_tail(self, task_run_id: str, limit: int) -> list[LogChunk]:
+        return await self._read(lambda conn: dashboard_reads.log_tail(conn, task_run_id, limit))
 
     async def change_digest(self) -> tuple[Any, ...]:
         return await self._read(dashboard_reads.change_digest)
