@@ -131,7 +131,7 @@ async def calendar(ctx: Ctx) -> Response:
         active = sum(1 for j in group if not j.paused)
         for hour, n in per_hour.items():
             load[hour] += n * active
-        total += sum(per_hour.values()) * len(group)
+        total += sum(n for hour, n in per_hour.items() if hour > ctx.now) * len(group)
     peak = max(load.values(), default=0)
     hours = [hour0 + timedelta(hours=h) for h in range(CALENDAR_DAYS * 24)]
     shown = _soonest(groups, hour0, ctx.now)
