@@ -100,7 +100,7 @@ def test_write_token_may_not_act_on_a_shell_job(browser: Browser, site: Site) ->
     visit = open_visit(browser, site, "write")
     page = visit.go("/jobs/hello")
     page.click("text=Trigger now")
-    expect(page.locator(".flash")).to_contain_text("needs a `admin` token")
+    expect(page.locator(".flash")).to_contain_text("`admin` token")
     visit.context.close()
 
 
