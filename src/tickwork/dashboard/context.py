@@ -51,9 +51,8 @@ class Site:
             # The registry holds scheduler replicas too, and `tickwork up` itself.
             if w.stopped_at is None and w.kind != "scheduler" and w.id != local
         ]
-        local = self.local_worker
-        if local is not None and all(w.id != local.id for w in found):  # not registered
-            found.insert(0, _with_heartbeat(local, now))
+        if self.local_worker is not None:
+            found.insert(0, _with_heartbeat(self.local_worker, now))
         return found
 
     async def orphan_queues(self, now: datetime) -> list[str]:
