@@ -33,10 +33,14 @@ _DISPATCHABLE = [s.value for s in DISPATCHABLE]
 _paused_job = sa.alias(jobs, "paused_job")
 
 #: Task runs of paused jobs wait: pausing a job stops new runs, including its `at` run.
-#: Correlated (a primary-key lookup per candidate row), not ``job_id NOT IN (SELECT …)``:
-#: that reads the whole jobs table once per statement, however few rows are candidates.
-_NOT_PAUSED = sa.not_(
-    sa.exists().where(_paused_job.c.id == task_runs.c.job_id, _paused_job.c.paused)
+#: A scalar subquery (a primary-key lookup per candidate row, for the rows an index yields),
+#: neither ``job_id NOT IN (SELECT …)`` nor ``NOT EXISTS``: PostgreSQL turns the latter into
+#: an anti-join that reads every job first (21 ms a pass with 100,000 `at` jobs pending).
+_NOT_PAUSED = (
+    sa.select(_paused_job.c.paused)
+    .where(_paused_job.c.id == task_runs.c.job_id)
+    .scalar_subquery()
+    .is_not(True)
 )
 
 

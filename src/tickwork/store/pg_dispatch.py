@@ -37,15 +37,29 @@ _COLUMNS = ", ".join(
     for name in TASK_RUN_COLUMNS
 )
 
+#: Every statement here that locks task runs locks them in id order (``ORDER BY t.id FOR
+#: UPDATE``: the rows are locked as the sort hands them out), as completion does, so no two
+#: transactions wait on each other in a circle. (``UPDATE … FROM unnest(…)`` locked them in the
+#: order of the join: under load, a heartbeat and a completion deadlocked, each holding a row
+#: the other wanted, and one of them was rolled back after a second.)
+_KEYED = """
+    SELECT t.id FROM task_runs AS t
+    JOIN unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
+      ON t.id = k.id AND t.attempt = k.attempt"""
+
 # A run holding a running task run is running, whatever its other task runs do
 # (``derive_run_state``), so the claim reads no siblings. ``= ANY`` of an array walks the
 # primary key in key order, so two claims lock shared runs in the same order.
 _CLAIM = f"""
-WITH won AS (
+WITH locked AS ({_KEYED}
+    WHERE t.state = %(queued)s
+    ORDER BY t.id
+    FOR UPDATE OF t
+), won AS (
     UPDATE task_runs AS t
     SET state = 'running', worker_id = %(worker)s, started_at = %(now)s, heartbeat_at = %(now)s
-    FROM unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
-    WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = %(queued)s
+    FROM locked
+    WHERE t.id = locked.id AND t.state = %(queued)s
     RETURNING {_COLUMNS}
 ), running AS (
     UPDATE runs
@@ -55,11 +69,18 @@ WITH won AS (
 SELECT * FROM won
 """
 
-_HEARTBEAT = """
+#: A heartbeat skips a row another transaction holds (its completion, a cancel request): it
+#: never waits, so it is in no one's way, and the next beat stamps the row if it still runs.
+_HEARTBEAT = f"""
+WITH locked AS ({_KEYED}
+    WHERE t.state = %(running)s AND t.worker_id = %(worker)s
+    ORDER BY t.id
+    FOR UPDATE OF t SKIP LOCKED
+)
 UPDATE task_runs AS t
 SET heartbeat_at = %(now)s
-FROM unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
-WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = %(running)s AND t.worker_id = %(worker)s
+FROM locked
+WHERE t.id = locked.id
 RETURNING t.id, t.cancel_requested
 """
 
@@ -161,15 +182,25 @@ def claim(
         return [decode(row) for row in cursor.fetchall()]
 
 
+def heartbeat_statement(
+    keys: Sequence[TaskKey], worker_id: str, now: datetime
+) -> tuple[str, dict[str, Any]]:
+    return _HEARTBEAT, {**_key_arrays(keys), "worker": worker_id, "now": now}
+
+
 def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
-    params = {**_key_arrays(keys), "worker": worker_id, "now": now}
     with _driver(conn) as cursor:
-        return {task_run_id for task_run_id, cancel in cursor.execute(_HEARTBEAT, params) if cancel}
+        beats = cursor.execute(*heartbeat_statement(keys, worker_id, now))
+        return {task_run_id for task_run_id, cancel in beats if cancel}
+
+
+def lock_statement(keys: Sequence[TaskKey]) -> tuple[str, dict[str, Any]]:
+    return _LOCK, _key_arrays(keys)
 
 
 def lock_running(conn: Connection, keys: Sequence[TaskKey]) -> list[dict[str, Any]]:
     with _driver(conn) as cursor:
-        cursor.execute(_LOCK, _key_arrays(keys))
+        cursor.execute(*lock_statement(keys))
         decode = _decoder(_names(cursor))
         return [decode(row) for row in cursor.fetchall()]
 

@@ -236,6 +236,7 @@ sa.Index("ix_task_runs_state_queued_at", task_runs.c.state, task_runs.c.queued_a
 # ``state`` predicate must imply the index's (store/dispatch.py, store/runs.py).
 sa.Index(
     "ix_task_runs_due",
+    task_runs.c.state,  # one state's range at a time, in due order (dispatch.next_due_at)
     task_runs.c.due_at,
     postgresql_where=task_runs.c.state.in_(("scheduled", "up_for_retry")),
     info=PG_ONLY,
