@@ -5,8 +5,8 @@ every row of the other state (100,000 pending ``scheduled`` rows before the firs
 
 SQLite: nothing changes (its index is on (state, due_at) already).
 
-Revision ID: r0011_due_index
-Revises: r0010_fences
+Revision ID: r0013_due_index
+Revises: r0012_process_kind
 Create Date: 2026-12-01
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision: str = "r0011_due_index"
-down_revision: str | None = "r0010_fences"
+revision: str = "r0013_due_index"
+down_revision: str | None = "r0012_process_kind"
 branch_labels: str | None = None
 depends_on: str | None = None
 
