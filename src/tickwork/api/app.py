@@ -84,7 +84,10 @@ def create_app(
     )
     app.state.services = services
     app.state.health = health or Health(
-        "api", dependencies={"database": services.store.schema_revision}
+        # Looked up when probed, not now: the OpenAPI document is built from an app
+        # without a store (tests/api/test_schemathesis.py).
+        "api",
+        dependencies={"database": lambda: services.store.schema_revision()},  # noqa: PLW0108
     )
     app.state.metrics = metrics or MetricsEndpoint()
     app.state.status = status or StatusService(

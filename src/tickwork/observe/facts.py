@@ -98,7 +98,8 @@ class FactsSource:
     ) -> None:
         self._store = store
         # Where the scheduler lease is read: the store, or etcd/ZooKeeper when it lives there.
-        self._lease = lease or store.get_lease
+        # Looked up per call: the OpenAPI document is built over no store at all.
+        self._lease = lease or (lambda name: store.get_lease(name))  # noqa: PLW0108
         self._clock = clock
         self._max_age = max_age
         self._monotonic = monotonic
