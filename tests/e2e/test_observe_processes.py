@@ -15,6 +15,7 @@ import httpx2
 import pytest
 
 from tests.e2e.conftest import BIN, free_port, wait_for
+from tickwork.serve.observed import UNSERVED_EVERY, UNSERVED_FIRST
 
 pytestmark = pytest.mark.slow
 
@@ -114,10 +115,12 @@ def test_up_serves_metrics_probes_json_logs_and_warns_of_an_unserved_queue(procs
     status = json.loads(procs.cli("status", "-o", "json").stdout)
     assert [w["queue"] for w in status["warnings"] if w["code"] == "unserved_queue"] == ["gpu"]
     log = procs.root / "up.log"
+    # The leader looks 5 s after start, then every 30 s (serve/observed.py): the job may
+    # have come just after the first look.
     line = wait_for(
         lambda: [x for x in log.read_text().splitlines() if "no live worker takes it" in x],
         bool,
-        timeout=15,
+        timeout=UNSERVED_FIRST + UNSERVED_EVERY + 15,
     )[0]
     parsed = json.loads(line)
     assert (parsed["level"], parsed["logger"]) == ("warning", "tickwork")
