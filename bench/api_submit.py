@@ -64,7 +64,9 @@ def _now_job(name: str) -> JobInput:
 
 def measure(args: argparse.Namespace, url: str, token: str, pid: int) -> None:
     with Client(url, token=token, timeout=120.0) as tw:
-        tw.apply_job(cast(JobInput, {"name": "q", "schedule": NEVER, "task": TASK}))
+        params = {"properties": {"i": {"type": "integer"}}}
+        job = {"name": "q", "schedule": NEVER, "task": TASK, "params": params}
+        tw.apply_job(cast(JobInput, job))
 
         def single(i: int) -> object:
             if args.mode == "enqueue":

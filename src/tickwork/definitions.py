@@ -132,6 +132,12 @@ def job_body(spec: WorkflowSpec) -> JobInput:
     }
     if spec.timeout is not None:
         body["timeout"] = spec.timeout
+    if spec.params.declared:
+        body["params"] = {
+            "properties": {k: dict(v) for k, v in spec.params.properties.items()},
+            "required": list(spec.params.required),
+            "scope": spec.params.scope,
+        }
     return cast(JobInput, body)
 
 

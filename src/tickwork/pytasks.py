@@ -19,17 +19,29 @@ the others are skipped.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    cast,
+    overload,
+)
 
 from tickwork.core.refs import BRANCH_KEY
 
 if TYPE_CHECKING:
-    from tickwork.sdk import JobInput, ScheduleInput, TaskInput
+    from tickwork.sdk import JobInput, ParamsInput, ScheduleInput, TaskInput
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -200,9 +212,14 @@ def job_from(
     schedule: ScheduleInput | str = "now",
     kwargs: dict[str, Any] | None = None,
     tz: str = "UTC",
+    run_scope: Literal["write", "admin"] | None = None,
 ) -> JobInput:
     """The body of ``Client.create_job`` for a job that runs ``fn(**kwargs)``. ``schedule`` is
-    ``"now"``, a cron expression (in ``tz``), or a full schedule dict."""
+    ``"now"``, a cron expression (in ``tz``), or a full schedule dict.
+
+    The function's other parameters become the job's declared params (typed from their
+    annotations, required when they have no default), so ``enqueue``/``trigger`` may pass
+    them; ``run_scope`` says who may (default: ``admin``, as for any python job)."""
     policy = policy_of(fn)
     fields = {k: v for k, v in policy.task_fields().items() if k != "trigger_rule"}
     body = {"kind": "python", "target": policy.target, "kwargs": kwargs or {}, **fields}
@@ -210,10 +227,46 @@ def job_from(
         "name": name,
         "schedule": _schedule(schedule, tz),
         "task": cast("TaskInput", body),
+        "params": params_of(fn, set(kwargs or {}), run_scope),
     }
     if policy.queue is not None:
         job["queue"] = policy.queue
     return job
+
+
+_JSON_TYPES: dict[object, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    dict: "object",
+    list: "array",
+}
+
+
+def params_of(
+    fn: Callable[..., Any], stored: set[str], scope: Literal["write", "admin"] | None = None
+) -> ParamsInput:
+    """The params contract of a python job running ``fn``: its keyword-passable parameters
+    that ``stored`` kwargs do not fix."""
+    inner = getattr(fn, "fn", fn)
+    try:
+        hints = typing.get_type_hints(inner)
+    except Exception:  # an annotation that cannot be resolved: leave the types open
+        hints = {}
+    properties: dict[str, dict[str, Any]] = {}
+    required: list[str] = []
+    for p in inspect.signature(inner).parameters.values():
+        if p.name in stored or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        kind = _JSON_TYPES.get(typing.get_origin(hints.get(p.name)) or hints.get(p.name))
+        properties[p.name] = {"type": kind} if kind else {}
+        if p.default is p.empty:
+            required.append(p.name)
+    contract: ParamsInput = {"properties": properties, "required": required}
+    if scope is not None:
+        contract["scope"] = scope
+    return contract
 
 
 def _schedule(schedule: ScheduleInput | str, tz: str) -> ScheduleInput:

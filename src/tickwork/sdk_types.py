@@ -92,6 +92,17 @@ class JobInput(TypedDict):
     max_active_runs: NotRequired[int | None]
     depends_on_past: NotRequired[bool]
     callbacks: NotRequired[CallbacksInput]
+    params: NotRequired[ParamsInput]
+
+
+class ParamsInput(TypedDict):
+    """A job's params contract: ``properties`` maps each param to a small JSON Schema
+    (``type``, ``default``, ``enum``, bounds, ``pattern``, ``items``); ``required`` lists the
+    names a caller must give; ``scope`` (``write``/``admin``) who may trigger or enqueue."""
+
+    properties: NotRequired[dict[str, dict[str, Any]]]
+    required: NotRequired[list[str]]
+    scope: NotRequired[Literal["write", "admin"] | None]
 
 
 # -- results ----------------------------------------------------------------------------------
@@ -144,6 +155,7 @@ class JobInfo(TypedDict):
     max_active_runs: int | None
     depends_on_past: bool
     callbacks: dict[str, dict[str, Any]]
+    params: ParamsInput
     created_at: str
     updated_at: str
     next_fire_at: str | None
@@ -273,6 +285,14 @@ class TokenInfo(TypedDict):
 
 class TokenSecret(TokenInfo):
     secret: str
+
+
+class SecretInfo(TypedDict):
+    """A secret as listed: never its value."""
+
+    name: str
+    created_at: str
+    updated_at: str
 
 
 class PoolInfo(TypedDict):

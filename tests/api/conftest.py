@@ -81,11 +81,14 @@ def now_job(name: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def cron_job(name: str, cron: str = "30 2 * * *", tz: str = "Europe/Berlin") -> dict[str, Any]:
+def cron_job(
+    name: str, cron: str = "30 2 * * *", tz: str = "Europe/Berlin", **extra: Any
+) -> dict[str, Any]:
     return {
         "name": name,
         "schedule": {"kind": "cron", "cron": cron, "timezone": tz},
         "task": {"kind": "python", "target": "tests.fixtures.tasks:noop"},
+        **extra,
     }
 
 

@@ -70,6 +70,9 @@ RULES: dict[tuple[str, str], Scope] = {
     ("GET", "/api/v1/pools/{name}"): Scope.READ,
     ("PUT", "/api/v1/pools/{name}"): Scope.ADMIN,
     ("DELETE", "/api/v1/pools/{name}"): Scope.ADMIN,
+    ("PUT", "/api/v1/secrets/{name}"): Scope.ADMIN,
+    ("GET", "/api/v1/secrets"): Scope.ADMIN,
+    ("DELETE", "/api/v1/secrets/{name}"): Scope.ADMIN,
 }
 AUTH_STATUSES = {401, 403}
 

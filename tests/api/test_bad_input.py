@@ -176,7 +176,8 @@ async def test_free_form_json_may_hold_a_nul_and_reads_back_the_same(
 ) -> None:
     # metadata, kwargs, params and an http body are stored as JSON, where NUL is escaped.
     task = {"kind": "python", "target": "tests.fixtures.tasks:noop", "kwargs": {"k": NUL}}
-    body = now_job("j", metadata={f"a{NUL}": [NUL]}, task=task)
+    params = {"properties": {"p": {"type": "string"}}}
+    body = now_job("j", metadata={f"a{NUL}": [NUL]}, task=task, params=params)
     created = await api.post(f"{API}/jobs", json=body)
     assert created.status_code == 201, created.text
     job = (await api.get(f"{API}/jobs/j")).json()

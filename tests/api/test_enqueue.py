@@ -16,10 +16,12 @@ from tickwork.store import SqlStore
 
 API = "/api/v1"
 PY = {"kind": "python", "target": "tests.fixtures.tasks:noop", "kwargs": {"a": 1, "b": 2}}
+#: The params the test jobs declare (``b`` cannot be one: it is a stored kwarg).
+PARAMS = {"properties": {name: {"type": "integer"} for name in ("c", "n", "x")}}
 
 
 def py_job(name: str = "work", **extra: Any) -> dict[str, Any]:
-    return {**cron_job(name), "task": PY, **extra}
+    return {**cron_job(name), "task": PY, "params": PARAMS, **extra}
 
 
 def dag_job(name: str = "flow") -> dict[str, Any]:
@@ -45,11 +47,14 @@ async def _runs_of(api: httpx2.AsyncClient, job: str) -> list[dict[str, Any]]:
     return runs
 
 
-async def test_enqueue_one_run_merges_params_and_queues_it(
+async def test_enqueue_one_run_adds_declared_params_and_queues_it(
     api: httpx2.AsyncClient, broker: MemoryBroker
 ) -> None:
     assert (await api.post(f"{API}/jobs", json=py_job())).status_code == 201
-    r = await api.post(f"{API}/jobs/work/runs", json={"params": {"b": 3, "c": 4}, "priority": 7})
+    # A param that would replace a stored kwarg is not declared, so it is refused.
+    r = await api.post(f"{API}/jobs/work/runs", json={"params": {"b": 3}})
+    assert (r.status_code, error_of(r)["field"]) == (422, "params.b")
+    r = await api.post(f"{API}/jobs/work/runs", json={"params": {"c": 4}, "priority": 7})
     assert r.status_code == 201, r.text
     done = r.json()
     assert set(done) == {"run_id", "task_run_ids"}
@@ -59,7 +64,7 @@ async def test_enqueue_one_run_merges_params_and_queues_it(
     )  # fmt: skip
     (task_run,) = run["task_runs"]
     assert task_run["id"] == done["task_run_ids"][0]
-    assert task_run["config"]["kwargs"] == {"a": 1, "b": 3, "c": 4}
+    assert task_run["config"]["kwargs"] == {"a": 1, "b": 2, "c": 4}
     assert task_run["priority"] == 7
     (delivery,) = await drain(broker)
     assert (delivery.task_run_id, delivery.attempt, delivery.priority) == (task_run["id"], 1, 7)

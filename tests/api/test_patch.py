@@ -82,8 +82,9 @@ async def test_patch_refuses_bad_input_and_changes_nothing(api: httpx2.AsyncClie
 
 
 async def test_trigger_params_reach_python_kwargs_and_shell_env(api: httpx2.AsyncClient) -> None:
-    await api.post(f"{API}/jobs", json=cron_job("py"))
-    await api.post(f"{API}/jobs", json=now_job("sh"))
+    declared = {"properties": {"day": {"type": "string"}, "n": {"type": "integer"}}}
+    await api.post(f"{API}/jobs", json=cron_job("py", params=declared))
+    await api.post(f"{API}/jobs", json=now_job("sh", params=declared))
     params = {"day": "2026-05-01", "n": 3}
     py = (await api.post(f"{API}/jobs/py/trigger", json={"params": params})).json()
     assert py["task_runs"][0]["config"]["kwargs"] == params

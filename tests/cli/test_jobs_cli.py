@@ -152,7 +152,15 @@ def test_url_comes_from_tickwork_url_when_not_given() -> None:
 
 
 def test_job_enqueue_with_params_count_and_file(cli: Cli, tmp_path: Any) -> None:
-    cli.ok("job", "add", "w", "--cron", "0 3 * * *", "--python", "m:f", "--args", '{"a": 1}')
+    cli.ok(
+        "job", "add", "w", "--cron", "0 3 * * *", "--python", "m:f", "--args", '{"a": 1}',
+        "--param", "b:integer", "--param", "n:integer=0", "--run-scope", "write",
+    )  # fmt: skip
+    shown = json.loads(cli.ok("job", "show", "w", "-o", "json").stdout)["params"]
+    assert shown["properties"]["n"] == {"type": "integer", "default": 0}
+    assert shown["scope"] == "write"
+    refused = cli("job", "enqueue", "w", "--params", '{"a": 2}')
+    assert error_line(refused).startswith("error: items[0].params.a: is not a declared param")
     one = json.loads(cli.ok("job", "enqueue", "w", "--params", '{"b": 2}', "-o", "json").stdout)
     assert len(one["run_ids"]) == 1
     assert "enqueued run " in cli.ok("job", "enqueue", "w").stdout
@@ -164,6 +172,8 @@ def test_job_enqueue_with_params_count_and_file(cli: Cli, tmp_path: Any) -> None
     assert len(runs) == 7 and {r["trigger"] for r in runs} == {"enqueue"}
     detail = json.loads(cli.ok("run", "show", many["run_ids"][1], "-o", "json").stdout)
     assert detail["task_runs"][0]["config"]["kwargs"] == {"a": 1, "n": 2}
+    first = json.loads(cli.ok("run", "show", one["run_ids"][0], "-o", "json").stdout)
+    assert first["task_runs"][0]["config"]["kwargs"] == {"a": 1, "b": 2, "n": 0}
 
 
 @pytest.mark.parametrize(

@@ -172,8 +172,9 @@ def test_second_server_on_the_same_data_dir_is_refused(server: Server) -> None:
 def test_enqueued_runs_execute_with_their_params(cli: Cli, tmp_path: Path) -> None:
     never = ("--cron", "0 0 1 1 *")
     cli("job", "add", "greet", *never, "--python", "tickwork.examples:hello",
-        "--args", '{"name": "Ada"}')  # fmt: skip
-    cli("job", "add", "echo", *never, "--", "sh", "-c", "echo params=$TICKWORK_PARAMS")
+        "--param", "name:string=Ada")  # fmt: skip
+    cli("job", "add", "echo", *never, "--param", "n:integer",
+        "--", "sh", "-c", "echo params=$TICKWORK_PARAMS")  # fmt: skip
     lines = tmp_path / "names.jsonl"
     lines.write_text('{"name": "Bob"}\n{"name": "Cy"}\n')
     cli("job", "enqueue", "greet", "--params", '{"name": "Di"}')

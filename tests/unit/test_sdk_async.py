@@ -53,7 +53,8 @@ async def test_async_client_jobs(client: AsyncClient) -> None:
 
 async def test_async_client_runs_and_logs(client: AsyncClient) -> None:
     schedule = {"kind": "cron", "cron": "0 3 * * *", "timezone": "UTC"}
-    await client.create_job({"name": "etl", "schedule": schedule, "task": NOOP})  # type: ignore[typeddict-item]
+    params = {"properties": {"day": {"type": "string"}}}
+    await client.create_job({"name": "etl", "schedule": schedule, "task": NOOP, "params": params})  # type: ignore[typeddict-item]
     run = await client.trigger("etl", "2026-05-01T00:00:00Z", params={"day": "x"})
     assert (await client.get_run(run["id"]))["task_runs"][0]["config"]["kwargs"] == {"day": "x"}
     assert [r["id"] for r in (await client.list_runs(job="etl"))["runs"]] == [run["id"]]

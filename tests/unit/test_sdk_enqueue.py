@@ -17,6 +17,7 @@ from tickwork.store import open_store
 
 NOOP = {"kind": "python", "target": "tests.fixtures.tasks:noop", "kwargs": {"a": 1}}
 CRON = {"kind": "cron", "cron": "0 3 * * *", "timezone": "UTC"}
+PARAMS = {"properties": {"b": {"type": "integer"}, "n": {"type": "integer"}}}
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ async def client(sqlite_url: str) -> AsyncIterator[AsyncClient]:
         async with AsyncClient(
             "http://tickwork.test", token=admin.secret, transport=transport
         ) as tw:
-            await tw.create_job({"name": "work", "schedule": CRON, "task": NOOP})  # type: ignore[typeddict-item]
+            await tw.create_job({"name": "work", "schedule": CRON, "task": NOOP, "params": PARAMS})  # type: ignore[typeddict-item]
             yield tw
     finally:
         await store.close()

@@ -35,7 +35,9 @@ def test_sdk_filters_updates_and_triggers_with_params(client: Client) -> None:
     task = {"kind": "python", "target": "tests.fixtures.tasks:noop"}
     for name, tags in (("etl-a", ["nightly"]), ("etl-b", []), ("web", [])):
         schedule = {"kind": "cron", "cron": "0 3 * * *", "timezone": "UTC"}
-        client.create_job({"name": name, "schedule": schedule, "task": task, "tags": tags})  # type: ignore[typeddict-item]
+        params = {"properties": {"day": {"type": "string"}}}
+        job = {"name": name, "schedule": schedule, "task": task, "tags": tags, "params": params}
+        client.create_job(job)  # type: ignore[arg-type]
     assert [j["name"] for j in client.list_jobs(prefix="etl-")["jobs"]] == ["etl-a", "etl-b"]
     assert [j["name"] for j in client.list_jobs(tag="nightly")["jobs"]] == ["etl-a"]
     client.pause("web")

@@ -86,6 +86,7 @@ def test_job_from_builds_the_python_task_body() -> None:
             "timeout": 30,
         },
         "queue": "reports",
+        "params": {"properties": {}, "required": []},  # `day` is a stored kwarg
     }
     bare = tickwork.job_from(decorated.plain, name="p")
     assert bare == {
@@ -141,6 +142,9 @@ async def test_a_decorated_function_becomes_a_job_that_runs(client: AsyncClient)
         "reports",
     )
     assert task["retry"] is not None and task["retry"]["max_attempts"] == 3
+    # The function's parameters are the job's params, typed from its annotations.
+    assert created["params"]["properties"] == {"day": {"type": "string"}}
+    assert created["params"]["required"] == ["day"]
     run = await client.trigger("report", params={"day": "2026-05-01"})
     config = run["task_runs"][0]["config"]
     runner = PythonRunner()

@@ -100,7 +100,9 @@ def wait_ready(timeout: float = 60.0) -> None:
 def workload_job(tag: str) -> JobInput:
     """The one job of a workload in ``enqueue`` mode: its runs get their params per submit."""
     task = {"kind": "python", "target": f"peer_tickwork:{TASK}"}
-    return cast(JobInput, {"name": f"{tag}-jobs", "schedule": NEVER, "task": task})
+    params = {"properties": {"tag": {"type": "string"}, "i": {"type": "integer"}}}
+    job = {"name": f"{tag}-jobs", "schedule": NEVER, "task": task, "params": params}
+    return cast(JobInput, job)
 
 
 class Client:

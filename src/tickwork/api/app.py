@@ -13,7 +13,7 @@ from tickwork.api.auth import Security, install_auth, requires
 from tickwork.api.deps import check_parameters
 from tickwork.api.errors import install_error_handlers
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
-from tickwork.api.routers import audit, backfills, pools, read, tokens, why, write
+from tickwork.api.routers import audit, backfills, pools, read, secrets, tokens, why, write
 from tickwork.api.routers import health as health_routes
 from tickwork.api.routers import status as status_routes
 from tickwork.api.schemas import ErrorRead
@@ -126,6 +126,7 @@ _ROUTERS: tuple[tuple[APIRouter, tuple[str, ...], Scope], ...] = (
     (backfills.write_router, ("write", "all"), Scope.WRITE),
     (backfills.read_router, ("read", "all"), Scope.READ),
     (why.router, ("read", "all"), Scope.READ),
+    (secrets.router, ("write", "all"), Scope.ADMIN),
 )
 
 

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tickwork.api.errors import error_response
+from tickwork.app.secrets import SecretService
 from tickwork.app.services import Services, utc_now
 from tickwork.app.tokens import TokenService
 from tickwork.core.model import Callbacks, Task, TaskKind
@@ -37,14 +38,18 @@ class Security:
 
     tokens: TokenService
     keys: IdempotencyStore
+    secrets: SecretService
     idempotency_ttl: timedelta = DEFAULT_IDEMPOTENCY_TTL
     clock: Callable[[], datetime] = utc_now
 
     @classmethod
     def over(cls, services: Services, **options: Any) -> Security:
-        """Tokens and keys kept in the services' store."""
+        """Tokens, keys and secrets kept in the services' store; ``cipher`` (a
+        ``SecretCipher``, default none) encrypts secrets."""
         clock = options.pop("clock", utc_now)
-        return cls(TokenService(services.store, clock), services.store, clock=clock, **options)
+        secrets = SecretService(services.store, options.pop("cipher", None), clock)
+        tokens = TokenService(services.store, clock)
+        return cls(tokens, services.store, secrets, clock=clock, **options)
 
 
 class AuthError(Exception):

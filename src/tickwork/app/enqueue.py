@@ -2,7 +2,8 @@
 
 The job is planned once per batch: one template run (its task runs, effective policies,
 initial states) for the items due now and one for the delayed ones. Each item then only
-gets its own ids, its task configs with its params merged (as ``trigger`` merges them), and
+gets its own ids, its task configs with its params (checked against the job's contract and
+passed as ``trigger`` passes them: never over a stored kwarg), and
 optionally its own priority and due instant: the store builds its rows from the template,
 without a record per run.
 
@@ -20,9 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tickwork.app.job_changes import config_with_params
+from tickwork.app.job_changes import config_for_run
 from tickwork.core.errors import Conflict, ValidationError
 from tickwork.core.model import Job, NewRun, RunState, RunTrigger, TaskRunState
+from tickwork.core.params import resolve_params
 from tickwork.core.runs import new_run
 from tickwork.ports import Broker, Delivery, JobChanged, KeyReceipt, RunCopy, Store
 
@@ -34,7 +36,8 @@ ENQUEUE_JOB_CACHE = 1000
 
 @dataclass(frozen=True, slots=True)
 class EnqueueItem:
-    """One run to enqueue: ``params`` (merged into the task configs as ``trigger`` does),
+    """One run to enqueue: ``params`` (checked by the job's contract, passed as ``trigger``
+    passes them),
     ``priority`` (-100..100, for every task of the run; default: the job's) and ``at``, the
     instant it is due (default, or an instant already past: now)."""
 
@@ -88,13 +91,14 @@ def plan_copies(
     templates = _Templates(job, now, make_id)
     copies: list[RunCopy] = []
     for i, item in enumerate(items):
-        _check(item, f"{prefix}[{i}]." if prefix else "")
+        where = f"{prefix}[{i}]." if prefix else ""
+        _check(item, where)
+        params = resolve_params(job.params, item.params, f"{where}params")
         due = item.at if item.at is not None and item.at > now else None
         template = templates.of(due is not None)
         task_runs = template.task_runs
-        params = item.params
         configs = (
-            tuple(config_with_params(tr.kind, tr.config, params) for tr in task_runs)
+            tuple(config_for_run(tr.kind, tr.config, params) for tr in task_runs)
             if params
             else tuple(tr.config for tr in task_runs)
         )
@@ -139,9 +143,12 @@ class Enqueuer:
         items: Sequence[EnqueueItem],
         receipt: Callable[[list[Enqueued]], KeyReceipt] | None,
         prefix: str | None,
+        check: Callable[[Job], None] | None = None,
     ) -> list[Enqueued]:
         for fresh in (False, True):
             job = await self._job(name, fresh)
+            if check is not None:
+                check(job)
             copies = plan_copies(job, items, self._clock(), self._make_id, prefix=prefix)
             done = [Enqueued(c.run_id, c.task_run_ids) for c in copies]
             key = None if receipt is None else receipt(done)

@@ -32,6 +32,7 @@ UPDATABLE_FIELDS = frozenset(
         "max_active_runs",
         "depends_on_past",
         "callbacks",
+        "params",
     }
 )
 #: The environment variable a shell task reads a manual run's params from, as JSON.
@@ -57,10 +58,13 @@ def changed_job(
 
 
 def with_params(job: Job, params: Mapping[str, Any] | None) -> Job:
-    """The job as a manual run with ``params`` sees it.
+    """The job as a manual run with ``params`` sees it. ``params`` must have passed the job's
+    contract (``resolve_params``): only declared names, checked values.
 
-    Python tasks get the params as extra keyword arguments (over the stored ``kwargs``);
-    shell tasks get them as JSON in ``TICKWORK_PARAMS``; http tasks are sent unchanged.
+    Python tasks get the params as *extra* keyword arguments: a stored kwarg always wins
+    (and the contract may not declare one, see ``validate_contract``), so params never
+    change what a task executes. Shell tasks get them as JSON in ``TICKWORK_PARAMS`` only;
+    http tasks are sent unchanged.
     """
     if not params:
         return job
@@ -68,16 +72,16 @@ def with_params(job: Job, params: Mapping[str, Any] | None) -> Job:
 
 
 def _task_with_params(task: Task, params: Mapping[str, Any]) -> Task:
-    return replace(task, config=config_with_params(task.kind, task.config, params))
+    return replace(task, config=config_for_run(task.kind, task.config, params))
 
 
-def config_with_params(
+def config_for_run(
     kind: TaskKind, config: Mapping[str, Any], params: Mapping[str, Any]
 ) -> Mapping[str, Any]:
-    """A task's ``config`` as a run with ``params`` sees it (see ``with_params``); the same
-    object for an http task, which ignores params."""
+    """A task's ``config`` as a run with (contract-checked) ``params`` sees it (see
+    ``with_params``); the same object for an http task, which ignores params."""
     if kind is TaskKind.PYTHON:
-        return {**config, "kwargs": {**config.get("kwargs", {}), **params}}
+        return {**config, "kwargs": {**params, **config.get("kwargs", {})}}
     if kind is TaskKind.SHELL:
         return {**config, "env": {**config.get("env", {}), PARAMS_ENV: json.dumps(dict(params))}}
     return config

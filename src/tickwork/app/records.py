@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tickwork.core.model import Callbacks, Job, LogChunk, RetryPolicy, RunState, Schedule, Task
+from tickwork.core.params import NO_PARAMS, ParamsContract
 
 #: Run states after which nothing more happens to a run (until a manual retry).
 FINISHED_RUN_STATES: frozenset[RunState] = frozenset(
@@ -31,6 +32,7 @@ class JobSpec:
     max_active_runs: int | None = None
     depends_on_past: bool = False
     callbacks: Callbacks = field(default_factory=dict)
+    params: ParamsContract = NO_PARAMS
 
 
 @dataclass(frozen=True, slots=True)

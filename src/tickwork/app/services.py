@@ -18,6 +18,7 @@ from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.ledger import LedgerService
 from tickwork.app.pools import PoolService
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
+from tickwork.app.secrets import check_secret_refs
 from tickwork.app.targets import check_targets
 from tickwork.app.why import LeaderProbe, WhyService
 from tickwork.core.errors import Conflict, NotFound, ValidationError
@@ -33,6 +34,7 @@ from tickwork.core.model import (
     TaskRun,
     TaskRunState,
 )
+from tickwork.core.params import resolve_params
 from tickwork.core.runs import new_run
 from tickwork.core.schedule import first_fire, upcoming, validate_schedule
 from tickwork.core.states import RETRYABLE, TERMINAL
@@ -212,14 +214,20 @@ class Services:
         params: Mapping[str, Any] | None = None,
         *,
         receipt: Receipt[RunDetail] | None = None,
+        check: Callable[[Job], None] | None = None,
     ) -> RunDetail:
         """Run a job by hand now, for ``logical_date`` (default: now). Queued at once.
 
-        ``params`` reach python tasks as keyword arguments and shell tasks as JSON in
+        ``params`` must pass the job's params contract (``resolve_params``); they reach
+        python tasks as extra keyword arguments and shell tasks as JSON in
         ``TICKWORK_PARAMS`` (see ``with_params``). A second run for the same logical date is
-        a ``Conflict``. ``receipt`` (see ``Receipt``) is given the run as created.
+        a ``Conflict``. ``receipt`` (see ``Receipt``) is given the run as created. ``check``
+        is called with the job before anything else (the caller's permission check).
         """
-        job = with_params(await self.get_job(name), params)
+        job = await self.get_job(name)
+        if check is not None:
+            check(job)
+        job = with_params(job, resolve_params(job.params, params))
         now = self._clock()
         _require_aware(logical_date, "logical_date")
         nr = self._queued_run(job, logical_date or now, RunTrigger.MANUAL, now)
@@ -235,14 +243,17 @@ class Services:
         *,
         receipt: Receipt[list[Enqueued]] | None = None,
         batch: bool = True,
+        check: Callable[[Job], None] | None = None,
     ) -> list[Enqueued]:
         """Enqueue runs of the job ``name``, one per item, in one transaction: all or none.
 
         See ``tickwork.app.enqueue``. Errors name ``items[i].field`` (``field`` alone when
-        ``batch`` is false). ``receipt`` (see ``Receipt``) is given the runs' ids.
+        ``batch`` is false). ``receipt`` (see ``Receipt``) is given the runs' ids. ``check``
+        is called with the job before anything is planned (the caller's permission check).
         """
         _check_limit(len(items), MAX_ENQUEUE_BATCH, "items")
-        return await self._enqueuer.enqueue(name, items, receipt, "items" if batch else None)
+        prefix = "items" if batch else None
+        return await self._enqueuer.enqueue(name, items, receipt, prefix, check)
 
     async def upcoming(self, name: str, count: int = 10) -> list[datetime]:
         """The next ``count`` fire times of a job, in UTC (none for a ``now`` job)."""
@@ -417,6 +428,7 @@ class Services:
         on the field otherwise."""
         await check_targets(self._url_guard, jobs)
         await self.pools.check_jobs(jobs)
+        await check_secret_refs(self.store, jobs)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -449,6 +461,7 @@ class Services:
             max_active_runs=spec.max_active_runs,
             depends_on_past=spec.depends_on_past,
             callbacks=spec.callbacks,
+            params=spec.params,
         )
 
     def _first_runs(self, job: Job, now: datetime) -> tuple[Job, list[NewRun]]:
@@ -496,6 +509,10 @@ class Services:
             if tr.state is TaskRunState.QUEUED
         ]
         await self.broker.publish(deliveries)
+
+    async def get_task_run(self, task_run_id: str) -> TaskRun:
+        """A task run; ``NotFound`` otherwise."""
+        return await self._task_run(task_run_id)
 
     async def _task_run(self, task_run_id: str) -> TaskRun:
         task_run = await self.store.get_task_run(task_run_id)

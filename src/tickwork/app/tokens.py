@@ -128,7 +128,9 @@ class TokenService:
         """On a first start (no token at all), create an admin token in ``data_dir``.
 
         Writes ``<data_dir>/admin.token`` with mode 0600 and returns its path; returns None
-        when tokens exist already (the file, if any, is left as it is).
+        when tokens exist already (the file, if any, is left as it is). An existing file is
+        never overwritten (it may hold the token of another database, such as the one
+        ``make run`` wrote): the new token goes to ``admin.token.<id>`` beside it.
         """
         path = data_dir / BOOTSTRAP_FILE
         if await self._store.list_tokens():
@@ -137,13 +139,17 @@ class TokenService:
             issued = await self.create(BOOTSTRAP_NAME, Scope.ADMIN)
         except Conflict:
             return path if path.exists() else None  # another process bootstrapped meanwhile
-        _write_private(path, issued.secret + "\n")
+        try:
+            _write_private(path, issued.secret + "\n")
+        except FileExistsError:
+            path = path.with_name(f"{BOOTSTRAP_FILE}.{issued.token.id}")
+            _write_private(path, issued.secret + "\n")
         return path
 
 
 def _write_private(path: Path, text: str) -> None:
+    """A new 0600 file; ``FileExistsError`` rather than replacing one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
-    os.chmod(path, 0o600)  # an existing file keeps its mode on open; make sure

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tickwork.core.errors import ValidationError
-from tickwork.sdk import JobInput, RetryInput, ScheduleInput, TaskInput
+from tickwork.sdk import JobInput, ParamsInput, RetryInput, ScheduleInput, TaskInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,8 @@ class JobFlags:
     queue: str | None = None
     priority: int | None = None
     tags: list[str] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)
+    run_scope: str | None = None
 
 
 def job_input(name: str, flags: JobFlags) -> JobInput:
@@ -54,7 +57,38 @@ def job_input(name: str, flags: JobFlags) -> JobInput:
         job["priority"] = flags.priority
     if flags.tags:
         job["tags"] = list(flags.tags)
+    if flags.params or flags.run_scope is not None:
+        job["params"] = params_input(flags.params, flags.run_scope)
     return job
+
+
+def params_input(declared: list[str], scope: str | None) -> ParamsInput:
+    """A params contract from ``--param NAME:TYPE[=DEFAULT]`` flags (DEFAULT is JSON, or
+    plain text for a string) and ``--run-scope``."""
+    properties: dict[str, dict[str, Any]] = {}
+    for item in declared:
+        head, has_default, default = item.partition("=")
+        name, found, kind = head.partition(":")
+        if not found or not name.strip() or not kind.strip():
+            raise ValidationError("params", f"--param {item!r} is not NAME:TYPE[=DEFAULT]")
+        schema: dict[str, Any] = {"type": kind.strip()}
+        if has_default:
+            schema["default"] = _default(default, schema["type"])
+        properties[name.strip()] = schema
+    contract: ParamsInput = {"properties": properties}
+    if scope is not None:
+        if scope not in ("write", "admin"):
+            raise ValidationError("params.scope", "--run-scope must be write or admin")
+        contract["scope"] = "write" if scope == "write" else "admin"
+    return contract
+
+
+def _default(text: str, kind: str) -> object:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text  # plain text: a string default (the API refuses it for other types)
+    return text if kind == "string" and not isinstance(value, str) else value
 
 
 def _schedule(f: JobFlags) -> ScheduleInput:

@@ -185,6 +185,22 @@ def add(
         list[str] | None,
         typer.Option(help="A tag (repeat).", show_default="none", rich_help_panel=_POLICY),
     ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME:TYPE[=DEFAULT]",
+            help="A param trigger/enqueue may pass (repeat); others are refused.",
+            rich_help_panel=_POLICY,
+        ),
+    ] = None,
+    run_scope: Annotated[
+        str | None,
+        typer.Option(
+            metavar="write|admin",
+            help="Who may trigger/enqueue [default: admin if it runs code, else write].",
+            rich_help_panel=_POLICY,
+        ),
+    ] = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,
 ) -> None:
@@ -192,13 +208,16 @@ def add(
 
     Examples: `job add backup --cron "30 2 * * *" --tz Europe/Berlin -- pg_dump mydb`;
     `job add ping --at 2026-12-01T10:00:00Z --http GET https://example.org/health`;
-    `job add hello --now --python mypkg.tasks:hello --args '{"name": "x"}'`.
+    `job add hello --now --python mypkg.tasks:hello --args '{"name": "x"}'`;
+    `job add work --cron "0 * * * *" --python mypkg.tasks:work --param n:integer=1
+    --run-scope write` (a write token may then enqueue it with `{"n": 5}`).
     """
     flags = JobFlags(
         command=command or [], now=now, at=at, cron=cron, tz=tz, catchup=catchup,
         start=start, end=end, shell=shell, env=env or [], cwd=cwd, http=http,
         header=header or [], body=body, python=python, args=args, retries=retries,
         backoff=backoff, timeout=timeout, queue=queue, priority=priority, tags=tag or [],
+        params=param or [], run_scope=run_scope,
     )  # fmt: skip
     with reported_errors():
         spec = job_input(name, flags)

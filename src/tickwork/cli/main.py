@@ -18,7 +18,18 @@ from typing import Annotated
 import typer
 
 from tickwork import __version__
-from tickwork.cli import backfills, cluster, doctor, jobs, pools, runs, schedule, status, tokens
+from tickwork.cli import (
+    backfills,
+    cluster,
+    doctor,
+    jobs,
+    pools,
+    runs,
+    schedule,
+    secrets,
+    status,
+    tokens,
+)
 from tickwork.cli.api import api
 from tickwork.cli.options import GLOBAL_PANEL, GlobalGroup, Globals, Output, remember
 from tickwork.cli.up import up
@@ -50,6 +61,7 @@ GROUPS: dict[str, typer.Typer] = {
     "token": tokens.app,
     "db": cluster.db,
     "backfill": backfills.app,
+    "secret": secrets.app,
 }
 for _name, _command in PROCESSES.items():
     app.command(_name)(_command)

@@ -8,6 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from tickwork.core.params import NO_PARAMS, ParamsContract
+
 JSON = dict[str, Any]
 
 
@@ -161,6 +163,7 @@ class Job:
     max_active_runs: int | None = None  # runs that may be unfinished at once; None: no limit
     depends_on_past: bool = False  # a task waits for itself in the previous run to succeed
     callbacks: Callbacks = field(default_factory=dict)  # defaults for every task
+    params: ParamsContract = NO_PARAMS  # what trigger/enqueue callers may pass, and who
     # Cron bookkeeping, advanced in the same transaction that materializes a fire:
     next_fire_at: datetime | None = None  # the next cron fire not yet materialized (UTC)
     last_fire_at: datetime | None = None  # logical date of the newest materialized fire

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 from tickwork.core import cron
 from tickwork.core.errors import ValidationError
+from tickwork.core.instants import RANGE_TEXT, in_range
 from tickwork.core.model import Job, RunTrigger, Schedule, ScheduleKind
 
 _TICK = timedelta(microseconds=1)  # fires fall on whole minutes, so this never skips one
@@ -77,6 +78,8 @@ def _instant(value: object, field: str) -> datetime:
         raise ValidationError(
             field, "must include a UTC offset, such as 2026-12-01T10:00:00Z or +02:00"
         )
+    if not in_range(value):
+        raise ValidationError(field, RANGE_TEXT)
     return value.astimezone(UTC)
 
 

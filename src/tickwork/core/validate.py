@@ -22,9 +22,11 @@ from tickwork.core.model import (
     TaskKind,
     TriggerRule,
 )
+from tickwork.core.params import validate_contract
 from tickwork.core.refs import RESULT_REF
 from tickwork.core.retry import validate_retry
 from tickwork.core.schedule import validate_schedule
+from tickwork.core.secret_refs import is_secret_ref
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
 #: A job, task or pool name, for JSON Schema (``^…$``: JSON Schema patterns are unanchored).
@@ -48,6 +50,9 @@ _EVENTS = frozenset(event.value for event in CallbackEvent)
 _CALLBACK_KEYS = {TaskKind.HTTP: ("url", "headers"), TaskKind.PYTHON: ("target",)}
 MAX_SLOTS = 1_000_000
 _MAX_DESCRIPTION = 1000
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}", re.ASCII)
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}", re.ASCII)
+_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]{0,8192}", re.ASCII)
 
 
 def validate_job_name(name: str, field: str = "name") -> str:
@@ -84,7 +89,16 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
         tags=_tags(job.tags),
         metadata=_json_object(job.metadata, "metadata"),
         callbacks=validate_callbacks(job.callbacks, "callbacks"),
+        params=validate_contract(job.params, _stored_kwargs(tasks)),
     )
+
+
+def _stored_kwargs(tasks: Sequence[Task]) -> list[tuple[str, Mapping[str, Any]]]:
+    return [
+        (f"tasks[{i}]", t.config.get("kwargs", {}))
+        for i, t in enumerate(tasks)
+        if t.kind is TaskKind.PYTHON
+    ]
 
 
 def validate_max_active_runs(value: object, field: str = "max_active_runs") -> int | None:
@@ -92,8 +106,10 @@ def validate_max_active_runs(value: object, field: str = "max_active_runs") -> i
     (no limit)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError(field, "must be a whole number of 1 or more, or null for no limit")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SLOTS:
+        raise ValidationError(
+            field, f"must be a whole number of 1 or more (at most {MAX_SLOTS:,}), or null"
+        )
     return value
 
 
@@ -256,7 +272,9 @@ def _callback(hook: object, field: str) -> Callback:
             "must be an http:// or https:// URL with a host, such as https://example.org/hook",
         )
     if "headers" in config:
-        _str_map(config["headers"], f"{field}.headers")
+        # Callbacks are sent by whichever process records the outcome (a worker or the
+        # reaper): secret references are resolved on workers only, so not taken here yet.
+        _headers(config["headers"], f"{field}.headers", refs=False)
         config["headers"] = dict(config["headers"])
     return Callback(kind=kind, config=config)
 
@@ -320,7 +338,9 @@ def _shell(config: dict[str, Any], field: str) -> dict[str, Any]:
             f"{field}.argv", "must be a non-empty list of strings such as ['pg_dump', 'db']"
         )
     if "env" in config:
-        _str_map(config["env"], f"{field}.env")
+        _env(config["env"], f"{field}.env")
+    if argv is not None and any("\0" in arg for arg in argv):
+        raise ValidationError(f"{field}.argv", "may not hold a NUL character")
     if "cwd" in config and (not isinstance(config["cwd"], str) or not config["cwd"]):
         raise ValidationError(f"{field}.cwd", "must be a directory path")
     if argv is not None:
@@ -340,7 +360,7 @@ def _http(config: dict[str, Any], field: str) -> dict[str, Any]:
             "must be an http:// or https:// URL with a host, such as https://example.org/hook",
         )
     if "headers" in config:
-        _str_map(config["headers"], f"{field}.headers")
+        _headers(config["headers"], f"{field}.headers")
     if "body" in config and not isinstance(config["body"], str):
         _json_value(config["body"], f"{field}.body", 0)
     return config
@@ -392,11 +412,40 @@ def _str_list(value: object) -> bool:
     )
 
 
-def _str_map(value: object, field: str) -> None:
+def _str_map(value: object, field: str, *, allow_refs: bool = False) -> None:
     if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        isinstance(k, str) and (isinstance(v, str) or (allow_refs and is_secret_ref(v)))
+        for k, v in value.items()
     ):
         raise ValidationError(field, "must map names to string values")
+
+
+def _env(value: object, field: str) -> None:
+    """Environment variables: the OS refuses a name with ``=`` or NUL, or an empty one, and
+    a value with NUL; refused here, on save, rather than by the runner later."""
+    _str_map(value, field, allow_refs=True)
+    assert isinstance(value, Mapping)
+    for name, text in value.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise ValidationError(
+                f"{field}.{name}", "is not an environment variable name; use A-Z, a-z, 0-9, _"
+            )
+        if isinstance(text, str) and "\0" in text:
+            raise ValidationError(f"{field}.{name}", "may not hold a NUL character")
+
+
+def _headers(value: object, field: str, *, refs: bool = True) -> None:
+    """HTTP headers: names are RFC 9110 tokens, values visible ASCII (and spaces/tabs), so a
+    header can never be split or fail to encode when the request is sent."""
+    _str_map(value, field, allow_refs=refs)
+    assert isinstance(value, Mapping)
+    for name, text in value.items():
+        if not _TOKEN.fullmatch(name):
+            raise ValidationError(f"{field}.{name}", "is not a header name (RFC 9110 token)")
+        if isinstance(text, str) and not _HEADER_VALUE.fullmatch(text):
+            raise ValidationError(
+                f"{field}.{name}", "must be visible ASCII text (no line breaks or non-ASCII)"
+            )
 
 
 def _tags(tags: object) -> tuple[str, ...]:

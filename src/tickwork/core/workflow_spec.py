@@ -46,6 +46,7 @@ from tickwork.core.model import (
     TaskKind,
     TriggerRule,
 )
+from tickwork.core.params import NO_PARAMS, ParamsContract, validate_contract
 from tickwork.core.refs import RESULT_REF
 from tickwork.core.retry import validate_retry
 from tickwork.core.schedule import validate_schedule
@@ -68,6 +69,7 @@ _JOB_FIELDS = (
     "max_active_runs",
     "depends_on_past",
     "callbacks",
+    "params",
 )
 _TOP_KEYS = frozenset(("name", "schedule", "catchup", "tasks", *_JOB_FIELDS))
 _SCHEDULE_KINDS = frozenset(kind.value for kind in ScheduleKind)
@@ -107,6 +109,7 @@ class WorkflowSpec:
     max_active_runs: int | None = None
     depends_on_past: bool = False
     callbacks: Callbacks = field(default_factory=dict)
+    params: ParamsContract = NO_PARAMS
 
 
 def parse_workflow(data: object, *, now: datetime | None = None) -> WorkflowSpec:
@@ -138,7 +141,22 @@ def parse_workflow(data: object, *, now: datetime | None = None) -> WorkflowSpec
         max_active_runs=validate_max_active_runs(data.get("max_active_runs")),
         depends_on_past=_bool(data.get("depends_on_past", False), "depends_on_past"),
         callbacks=validate_callbacks(data.get("callbacks", {}), "callbacks"),
+        params=_params(data.get("params")),
     )
+
+
+def _params(data: object) -> ParamsContract:
+    """A ``params`` contract as a definition file writes it (see ``core.params``)."""
+    if data is None:
+        return NO_PARAMS
+    value = _mapping(data, "params")
+    _no_unknown_keys(value, frozenset({"properties", "required", "scope"}), "params.", "params")
+    contract = ParamsContract(
+        _mapping(value.get("properties", {}), "params.properties"),
+        tuple(_str_list(value.get("required", []), "params.required")),
+        value.get("scope"),
+    )
+    return validate_contract(contract)
 
 
 # -- schedule ----------------------------------------------------------------------------------

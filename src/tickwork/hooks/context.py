@@ -9,6 +9,7 @@ from typing import Any
 
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import CallbackEvent, Outcome, TaskRun, TaskRunState
+from tickwork.security.masking import mask_text
 
 _EVENTS = {
     TaskRunState.SUCCESS: CallbackEvent.ON_SUCCESS,
@@ -73,7 +74,13 @@ class CallbackContext:
 
     def to_json(self) -> dict[str, Any]:
         """Every field as a JSON value: instants as ISO 8601 text, enums as their values."""
-        return {f.name: _json_value(getattr(self, f.name)) for f in fields(self)}
+        payload = {f.name: _json_value(getattr(self, f.name)) for f in fields(self)}
+        # The payload leaves tickwork: what looks secret in the error or output is masked.
+        for key in ("error", "log_tail"):
+            text = payload[key]
+            if isinstance(text, str):
+                payload[key] = mask_text(text)
+        return payload
 
 
 def _json_value(value: object) -> object:

@@ -54,6 +54,7 @@ from tickwork.ports.runtime import (
     Runner,
     RunResult,
 )
+from tickwork.ports.secrets import SecretStore, StoredSecret
 from tickwork.ports.store import (
     Store,
 )
@@ -88,7 +89,9 @@ __all__ = [
     "RunResult",
     "Runner",
     "Scope",
+    "SecretStore",
     "Store",
+    "StoredSecret",
     "TaskKey",
     "TimeWindow",
     "TokenStore",

@@ -35,6 +35,7 @@ from tickwork.ports.records import (
     TaskKey,
     TimeWindow,
 )
+from tickwork.ports.secrets import SecretStore
 from tickwork.ports.web import AuditLog, DashboardReads, WebSessionStore
 from tickwork.ports.why import WhyStore
 
@@ -52,6 +53,7 @@ class Store(
     DashboardReads,
     WhyStore,
     FactsStore,
+    SecretStore,
     Protocol,
 ):
     """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.

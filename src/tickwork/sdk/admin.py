@@ -1,11 +1,11 @@
-"""Operations for operators: pools, tokens (admin) and the health check."""
+"""Operations for operators: pools, tokens and secrets (admin) and the health check."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from tickwork.sdk.calls import Call, operation, seg
-from tickwork.sdk_types import PoolInfo, TokenInfo, TokenSecret
+from tickwork.sdk_types import PoolInfo, SecretInfo, TokenInfo, TokenSecret
 
 
 class AdminOperations:
@@ -49,6 +49,23 @@ class AdminOperations:
     @operation
     def revoke_token(id_or_name: str) -> Call[TokenInfo]:
         return Call("DELETE", f"/tokens/{seg(id_or_name)}")
+
+    # -- secrets (admin) ---------------------------------------------------------------------
+
+    @operation
+    def set_secret(name: str, value: str) -> Call[SecretInfo]:
+        """Create or replace a secret; tasks refer to it as ``{"$secret": name}``. Its value
+        is never shown again."""
+        return Call("PUT", f"/secrets/{seg(name)}", json={"value": value})
+
+    @operation
+    def list_secrets() -> Call[list[SecretInfo]]:
+        """Every secret's name and times (never a value)."""
+        return Call("GET", "/secrets", pick="secrets")
+
+    @operation
+    def delete_secret(name: str) -> Call[None]:
+        return Call("DELETE", f"/secrets/{seg(name)}")
 
     @operation
     def health() -> Call[dict[str, str]]:

@@ -8,8 +8,10 @@ multicast, reserved, unspecified or otherwise not globally routable.
 Hosts are read the way the C library reads them when connecting: ``127.1``, ``0x7f.1``,
 ``0177.0.0.1`` and ``2130706433`` all mean 127.0.0.1, so they are parsed with
 ``inet_aton`` before any name lookup. IPv4-mapped IPv6 addresses (``::ffff:10.0.0.1``) are
-judged by their IPv4 address. A name is resolved and refused if it does not resolve or if
-*any* of its addresses is refused (a client may connect to any of them).
+judged by their IPv4 address, and so are the IPv4 addresses that 6to4 (``2002::/16``),
+NAT64 (``64:ff9b::/96``) and Teredo (``2001::/32``) addresses lead to. A name is resolved
+and refused if it does not resolve or if *any* of its addresses is refused (a client may
+connect to any of them).
 """
 
 from __future__ import annotations
@@ -83,8 +85,26 @@ def literal_address(host: str) -> IPAddress | None:
         return None
 
 
+#: NAT64's well-known prefix (RFC 6052): the last 32 bits are the IPv4 address reached.
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to: 6to4 (``2002:AABB:CCDD::/48``), NAT64
+    (``64:ff9b::a.b.c.d``) and Teredo (``2001:0::/32``: its server and its client)."""
+    found: list[ipaddress.IPv4Address] = []
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip in NAT64:
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    return found
+
+
 def refusal(ip: IPAddress, allow: Iterable[IPNetwork] = ()) -> str | None:
-    """Why ``ip`` may not be requested, or None if it may."""
+    """Why ``ip`` may not be requested, or None if it may. An IPv6 address that embeds an
+    IPv4 one (mapped, 6to4, NAT64, Teredo) is refused if that IPv4 address would be."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     if any(ip.version == net.version and ip in net for net in allow):
@@ -92,6 +112,11 @@ def refusal(ip: IPAddress, allow: Iterable[IPNetwork] = ()) -> str | None:
     for kind, applies in _KINDS:
         if applies(ip):
             return kind
+    if isinstance(ip, ipaddress.IPv6Address):
+        for inner in embedded_ipv4(ip):
+            reason = refusal(inner, allow)
+            if reason is not None:
+                return f"an address that reaches {inner}, which is {reason}"
     return None
 
 

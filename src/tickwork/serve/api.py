@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from tickwork.api.app import Role, create_app
 from tickwork.api.auth import Security
+from tickwork.app.secrets import SecretService
 from tickwork.app.services import Services, utc_now
 from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
@@ -35,6 +36,7 @@ def read_app(store: Store) -> FastAPI:
     sign-in writes its session, so it needs the primary). The broker is a placeholder no
     read route uses."""
     services = Services(store, MemoryBroker())
-    security = Security(TokenService(store, utc_now, touch=False), store)
+    tokens = TokenService(store, utc_now, touch=False)
+    security = Security(tokens, store, SecretService(store, None, utc_now))
     app = create_app(services, security=security, role="read")
     return with_dashboard(app, services, writable=False)

@@ -26,6 +26,7 @@ from tickwork.observe.facts import FactsSource
 from tickwork.observe.health import Health
 from tickwork.ports import Completion, Store
 from tickwork.scheduler.loop import Scheduler
+from tickwork.security.files import private_dir
 from tickwork.worker.pool import WorkerPool
 
 log = logging.getLogger("tickwork")
@@ -41,7 +42,7 @@ def lock_data_dir(data_dir: Path) -> Iterator[IO[str]]:
 
     That exclusivity is what lets start-up treat every `running` task run as orphaned.
     """
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)  # 0700: it holds the database, admin.token and secret.key
     handle = (data_dir / "tickwork.lock").open("w")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import random
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -55,6 +56,8 @@ from tickwork.runtime.retry import through_outages
 from tickwork.runtime.supervisor import supervise
 from tickwork.scheduler.history import HistoryConfig, maintain_history
 from tickwork.scheduler.loop import Scheduler
+from tickwork.security.files import private_sqlite
+from tickwork.security.secrets import SecretCipher, cipher_from
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
 from tickwork.serve.api import read_app
 from tickwork.serve.brokers import open_broker, open_cancels
@@ -91,6 +94,7 @@ from tickwork.store import SqlStore, open_store
 from tickwork.worker import capture
 from tickwork.worker.pool import PoolConfig, WorkerPool
 from tickwork.worker.runners import HttpGuard, RequestRefused, build_runners, close_runners
+from tickwork.worker.secret_runner import with_secrets
 
 log = logging.getLogger("tickwork")
 
@@ -365,15 +369,16 @@ def api_app(
     metrics: MetricsEndpoint | None = None,
     status: StatusService | None = None,
     local_worker: WorkerInfo | None = None,
+    cipher: SecretCipher | None = None,
 ) -> FastAPI:
     """The HTTP API over ``services`` (idempotency keys live ``idempotency_ttl``), with the
     dashboard at ``/`` (pages only for ``role="read"``; ``local_worker``: `tickwork up`'s
-    in-process pool, shown as a worker)."""
+    in-process pool, shown as a worker). ``cipher`` encrypts secrets (none: no secrets)."""
     ttl = timedelta(seconds=settings.idempotency_ttl)
+    security = Security.over(services, idempotency_ttl=ttl, cipher=cipher)
     app = create_app(
-        services, security=Security.over(services, idempotency_ttl=ttl), role=role,
-        health=health, metrics=metrics, status=status,
-    )  # fmt: skip
+        services, security=security, role=role, health=health, metrics=metrics, status=status
+    )
     return with_dashboard(app, services, writable=role != "read", local_worker=local_worker)
 
 
@@ -397,7 +402,11 @@ async def build_api(process: Process, role: Role) -> None:
     health = Health(
         "api", dependencies={"database": store.schema_revision, "broker": broker_check(broker)}
     )
-    app = api_app(services, s, role, health=health, status=StatusService(store, facts))
+    # Distributed: every process needs the same TICKWORK_SECRET_KEY (no key file).
+    cipher = cipher_from(os.environ, None)
+    app = api_app(
+        services, s, role, health=health, status=StatusService(store, facts), cipher=cipher
+    )
     http_api(process, app, f"tickwork API ({role})")
 
 
@@ -434,7 +443,10 @@ def wire(
     pool = WorkerPool(
         store,
         broker,
-        runners_of(settings, runners),
+        # Secrets are resolved (and masked in output) around every runner.
+        with_secrets(
+            runners_of(settings, runners), store, cipher_from(os.environ, settings.data_dir)
+        ),
         PoolConfig(
             worker_id=pool_id,
             queues=embedded_queues(settings),
@@ -461,6 +473,7 @@ async def build_embedded(process: Process) -> None:
     SQLite file unless ``database_url`` names another database."""
     s = process.settings
     process.stack.enter_context(lock_data_dir(s.data_dir))
+    private_sqlite(s.effective_database_url)  # 0600 before SQLite creates it
     store = await opened_store(process, s.effective_database_url)
     await store.migrate()
     guard = url_guard(s)
@@ -493,6 +506,7 @@ async def build_embedded(process: Process) -> None:
     app = api_app(
         rt.services, s, health=rt.health, metrics=MetricsEndpoint(rt.facts),
         status=StatusService(rt.store, rt.facts), local_worker=local,
+        cipher=cipher_from(os.environ, s.data_dir),
     )  # fmt: skip
     http_api(process, app, "tickwork")
     log.info("data: %s, %d tasks at once", s.data_dir, s.concurrency)
@@ -539,7 +553,7 @@ async def build_worker(process: Process) -> None:
     pool = WorkerPool(
         store,
         broker,
-        runners_of(s, runners(process, guard)),
+        with_secrets(runners_of(s, runners(process, guard)), store, cipher_from(os.environ, None)),
         PoolConfig(worker_id=wid, queues=queues, concurrency=s.concurrency),
         clock=utcnow,
         rand=random.random,

@@ -27,12 +27,29 @@ from tickwork.core.model import (
     TaskRunState,
     TriggerRule,
 )
+from tickwork.core.params import NO_PARAMS, ParamsContract
 
 #: The stored columns of a run and of a task run, derived from the records once (a task
 #: run's ``inputs`` is filled in at claim time, never stored). Every column list of the
 #: store's statements and bulk rows is one of these.
 RUN_COLUMNS = tuple(f.name for f in fields(Run))
 TASK_RUN_COLUMNS = tuple(f.name for f in fields(TaskRun) if f.name != "inputs")
+
+
+def params_to_json(contract: ParamsContract) -> dict[str, Any] | None:
+    if not contract.declared:
+        return None
+    return {
+        "properties": dict(contract.properties),
+        "required": list(contract.required),
+        "scope": contract.scope,
+    }
+
+
+def params_from_json(data: Mapping[str, Any] | None) -> ParamsContract:
+    if not data:
+        return NO_PARAMS
+    return ParamsContract(data["properties"], tuple(data["required"]), data["scope"])
 
 
 def callbacks_to_json(callbacks: Callbacks) -> dict[str, Any] | None:
@@ -96,6 +113,7 @@ def job_to_row(job: Job) -> dict[str, Any]:
         "created_at": job.created_at,
         "updated_at": job.updated_at,
         "deleted_at": None,
+        "params": params_to_json(job.params),
     }
 
 
@@ -126,6 +144,7 @@ def job_from_row(row: RowMapping, tasks: tuple[Task, ...]) -> Job:
         max_active_runs=row["max_active_runs"],
         depends_on_past=row["depends_on_past"],
         callbacks=callbacks_from_json(row["callbacks"]),
+        params=params_from_json(row["params"]),
         next_fire_at=row["next_fire_at"],
         last_fire_at=row["last_fire_at"],
     )

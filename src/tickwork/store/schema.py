@@ -118,6 +118,7 @@ jobs = sa.Table(
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
     _ts("deleted_at"),
+    sa.Column("params", sa.JSON),  # the params contract (core.params); null: none
 )
 # A name is unique among live jobs only: a deleted job's history keeps its name.
 sa.Index(

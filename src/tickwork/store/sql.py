@@ -8,7 +8,7 @@ delegates to a plain query module (``jobs``, ``runs``, ``dispatch``, …) with t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -45,6 +45,7 @@ from tickwork.ports import (
     PoolUsage,
     RunCopy,
     RunPage,
+    StoredSecret,
     TaskKey,
     TimeWindow,
     WorkerInfo,
@@ -72,6 +73,7 @@ from tickwork.store import (
     leases,
     logs,
     pools,
+    secrets,
     tokens,
     web,
     why,
@@ -431,6 +433,18 @@ class SqlStore:
 
     async def touch_token(self, token_id: str, now: datetime) -> None:
         await self._write(lambda conn: tokens.touch_token(conn, token_id, now))
+
+    async def put_secret(self, name: str, ciphertext: str, now: datetime) -> bool:
+        return await self._write(lambda conn: secrets.put_secret(conn, name, ciphertext, now))
+
+    async def get_secrets(self, names: Collection[str]) -> dict[str, StoredSecret]:
+        return await self._read(lambda conn: secrets.get_secrets(conn, names))
+
+    async def list_secrets(self) -> list[StoredSecret]:
+        return await self._read(secrets.list_secrets)
+
+    async def delete_secret(self, name: str) -> bool:
+        return await self._write(lambda conn: secrets.delete_secret(conn, name))
 
     async def get_key(self, token_id: str, key: str, now: datetime) -> IdempotencyRecord | None:
         return await self._read(lambda conn: idempotency.get_key(conn, token_id, key, now))

@@ -10,7 +10,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
 
-from tickwork.api.auth import TokenDep, require_job_scope
+from tickwork.api.access import (
+    JobAction,
+    ManagedJob,
+    ManagedRun,
+    ManagedTaskRun,
+    job_check,
+)
+from tickwork.api.auth import TokenDep, authenticate, require_job_scope
 from tickwork.api.deps import ServicesDep, services_of
 from tickwork.api.idempotency import (
     IdempotencyKeyDep,
@@ -59,21 +66,28 @@ async def enqueue_run(
     # The hot path of a task queue: services and key read off the request, not as
     # dependencies (FastAPI spends tens of µs per dependency per request).
     services = services_of(request)
+    check = job_check(await authenticate(request, None), JobAction.RUN)
     item = (body or EnqueueIn()).to_item(services.now())
     receipt = receipt_of(pending_key(request), EnqueuedRead.plain)
-    done = await services.enqueue_many(name, [item], receipt=receipt, batch=False)
+    done = await services.enqueue_many(name, [item], receipt=receipt, batch=False, check=check)
     # The answer's JSON written directly: no response-model pass for two fields of ids.
     return json_response(EnqueuedRead.plain(done), status.HTTP_201_CREATED)
 
 
 @router.post("/jobs/{name}/runs/batch", status_code=status.HTTP_201_CREATED)
 async def enqueue_runs(
-    name: str, body: EnqueueBatchIn, services: ServicesDep, key: IdempotencyKeyDep
+    name: str,
+    body: EnqueueBatchIn,
+    services: ServicesDep,
+    token: TokenDep,
+    key: IdempotencyKeyDep,
 ) -> EnqueuedBatchRead:
     """Enqueue up to 5,000 runs of the job in one transaction, all or none; answers their
     ids in the order of the items. Errors name the item: `items[3].priority`."""
     receipt = receipt_of(key, EnqueuedBatchRead.of)
-    done = await services.enqueue_many(name, body.to_items(services.now()), receipt=receipt)
+    items = body.to_items(services.now())
+    check = job_check(token, JobAction.RUN)
+    done = await services.enqueue_many(name, items, receipt=receipt, check=check)
     return EnqueuedBatchRead.of(done)
 
 
@@ -172,62 +186,76 @@ async def apply(
 
 
 @router.delete("/jobs/{name}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_job(name: str, services: ServicesDep) -> None:
-    """Delete a job and cancel its unfinished runs; its history stays readable."""
-    await services.delete_job(name)
+async def delete_job(name: str, job: ManagedJob, services: ServicesDep) -> None:
+    """Delete a job and cancel its unfinished runs; its history stays readable.
+
+    A job that runs code (`shell`/`python` tasks, `python` callbacks) needs `admin`."""
+    await services.delete_job(job.name)
 
 
 @router.post("/jobs/{name}/trigger", status_code=status.HTTP_201_CREATED)
 async def trigger_job(
     name: str,
     services: ServicesDep,
+    token: TokenDep,
     key: IdempotencyKeyDep,
     body: Annotated[TriggerIn | None, Body()] = None,
 ) -> RunDetailRead:
-    """Run a job now, by hand, with optional `params`. A second run for the same logical date
-    is refused (409)."""
+    """Run a job now, by hand, with optional `params` (only those the job declares). A second
+    run for the same logical date is refused (409). Needs the job's `params.scope`, by
+    default `admin` for a job that runs code."""
     body = body or TriggerIn()
     receipt = receipt_of(key, RunDetailRead.of)
-    run = await services.trigger(name, body.logical_date, body.params, receipt=receipt)
+    check = job_check(token, JobAction.RUN)
+    run = await services.trigger(name, body.logical_date, body.params, receipt=receipt, check=check)
     return RunDetailRead.of(run)
 
 
 @router.post("/jobs/{name}/pause")
-async def pause_job(name: str, services: ServicesDep) -> JobRead:
-    """Stop creating new runs for a job."""
-    return JobRead.model_validate(await services.pause(name))
+async def pause_job(name: str, job: ManagedJob, services: ServicesDep) -> JobRead:
+    """Stop creating new runs for a job. A job that runs code needs `admin`."""
+    return JobRead.model_validate(await services.pause(job.name))
 
 
 @router.post("/jobs/{name}/resume")
-async def resume_job(name: str, services: ServicesDep) -> JobRead:
-    """Resume a job; missed fires follow its catch-up rule."""
-    return JobRead.model_validate(await services.resume(name))
+async def resume_job(name: str, job: ManagedJob, services: ServicesDep) -> JobRead:
+    """Resume a job; missed fires follow its catch-up rule. A job that runs code needs
+    `admin`."""
+    return JobRead.model_validate(await services.resume(job.name))
 
 
 @router.post("/runs/{run_id}/cancel")
-async def cancel_run(run_id: str, services: ServicesDep) -> RunDetailRead:
-    """Cancel a run; running tasks are killed within about a second."""
-    return RunDetailRead.of(await services.cancel_run(run_id))
+async def cancel_run(run_id: str, run: ManagedRun, services: ServicesDep) -> RunDetailRead:
+    """Cancel a run; running tasks are killed within about a second. A run that runs code
+    needs `admin` (or `write`, when its job's `params.scope` says so)."""
+    return RunDetailRead.of(await services.cancel_run(run.run.id))
 
 
 @router.post("/runs/{run_id}/retry")
-async def retry_run(run_id: str, services: ServicesDep) -> RunDetailRead:
-    """Replay a run's dead-lettered (failed), upstream-failed or cancelled tasks."""
-    return RunDetailRead.of(await services.retry_run(run_id))
+async def retry_run(run_id: str, run: ManagedRun, services: ServicesDep) -> RunDetailRead:
+    """Replay a run's dead-lettered (failed), upstream-failed or cancelled tasks. Scopes as
+    for cancel."""
+    return RunDetailRead.of(await services.retry_run(run.run.id))
 
 
 @router.post("/task-runs/{task_run_id}/cancel")
-async def cancel_task_run(task_run_id: str, services: ServicesDep) -> RunDetailRead:
+async def cancel_task_run(
+    task_run_id: str, run: ManagedTaskRun, services: ServicesDep
+) -> RunDetailRead:
     """Cancel one task of a run and return the run. A task at rest is cancelled at once; a
-    running one is killed by its worker within about a second. A finished task is a 409."""
+    running one is killed by its worker within about a second. A finished task is a 409.
+    Scopes as for cancelling the run."""
     return RunDetailRead.of(await services.cancel_task_run(task_run_id))
 
 
 @router.post("/task-runs/{task_run_id}/retry")
-async def retry_task_run(task_run_id: str, services: ServicesDep) -> RunDetailRead:
+async def retry_task_run(
+    task_run_id: str, run: ManagedTaskRun, services: ServicesDep
+) -> RunDetailRead:
     """Replay one dead-lettered (failed), upstream-failed or cancelled task and return the run.
 
-    It is scheduled at once with one more attempt. A task in any other state is a 409."""
+    It is scheduled at once with one more attempt. A task in any other state is a 409.
+    Scopes as for retrying the run."""
     return RunDetailRead.of(await services.retry_task_run(task_run_id))
 
 

@@ -11,11 +11,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tickwork.api.schemas.secret_ref import RefMap
 from tickwork.core.model import Callback, CallbackEvent, Callbacks, TaskKind
+from tickwork.security.masking import mask_config
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class HttpCallbackIn(_Input):
@@ -23,7 +25,7 @@ class HttpCallbackIn(_Input):
 
     kind: Literal["http"]
     url: str = Field(examples=["https://hooks.example.org/tickwork"])
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: RefMap = Field(default_factory=dict)
 
 
 class PythonCallbackIn(_Input):
@@ -64,7 +66,9 @@ def callbacks_plain(value: Any) -> Any:
     if not isinstance(value, Mapping):
         return value
     return {
-        str(event): {"kind": hook.kind.value, **hook.config} if isinstance(hook, Callback) else hook
+        str(event): {"kind": hook.kind.value, **mask_config(hook.config)}
+        if isinstance(hook, Callback)
+        else hook
         for event, hook in value.items()
     }
 

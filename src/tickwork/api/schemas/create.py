@@ -12,11 +12,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from tickwork.api.schemas.callbacks import CallbacksIn, callbacks_core
 from tickwork.api.schemas.instant import IsoInstant
-from tickwork.api.text import Text, TextMap
+from tickwork.api.schemas.params import ParamsIn, params_core
+from tickwork.api.schemas.secret_ref import RefMap
+from tickwork.api.text import Text
 from tickwork.app.records import JobSpec
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind, TriggerRule
@@ -43,7 +45,9 @@ _FIRST_TASK = re.compile(r"^(?:jobs\[(\d+)\]\.)?(tasks\[0\])")
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: `"timeout": "10"` is refused, not read as 10 (instants and enums, which JSON
+    # can only spell as text, opt out field by field).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ScheduleIn(_Input):
@@ -107,7 +111,7 @@ class _TaskBase(_Input):
     upstream: list[Text] = Field(default_factory=list, description="Names of tasks that run first.")
     timeout: float | None = Field(None, description="Seconds; overrides the job's timeout.")
     retry: RetryIn | None = Field(None, description="Overrides the job's retry policy.")
-    trigger_rule: TriggerRule = Field(
+    trigger_rule: Annotated[TriggerRule, Strict(False)] = Field(
         TriggerRule.ALL_SUCCESS, description="When it runs, given its upstreams' states."
     )
     priority: int | None = Field(None, description="-100 to 100; overrides the job's.")
@@ -139,7 +143,7 @@ class ShellTaskIn(_TaskBase):
     argv: list[Text] | None = Field(None, examples=[["pg_dump", "mydb"]])
     command: Text | None = Field(None, description="With `shell: true`: one /bin/sh command line.")
     shell: bool = False
-    env: TextMap = Field(default_factory=dict)
+    env: RefMap = Field(default_factory=dict)
     cwd: Text | None = None
 
 
@@ -149,7 +153,7 @@ class HttpTaskIn(_TaskBase):
     kind: Literal["http"]
     method: Text = "GET"
     url: Text = Field(examples=["https://example.org/health"])
-    headers: TextMap = Field(default_factory=dict)
+    headers: RefMap = Field(default_factory=dict)
     body: str | dict[str, Any] | list[Any] | None = Field(None, description="Text or JSON.")
 
 
@@ -189,6 +193,9 @@ class JobCreate(_Input):
         False, description="A task waits for itself in the previous run to succeed."
     )
     callbacks: CallbacksIn | None = Field(None, description="Hooks for every task of the job.")
+    params: ParamsIn | None = Field(
+        None, description="Params trigger/enqueue may pass, and who may (none by default)."
+    )
 
     def to_spec(self) -> JobSpec:
         return JobSpec(
@@ -205,6 +212,7 @@ class JobCreate(_Input):
             max_active_runs=self.max_active_runs,
             depends_on_past=self.depends_on_past,
             callbacks=callbacks_core(self.callbacks),
+            params=params_core(self.params),
         )
 
     def _core_tasks(self) -> tuple[Task, ...]:
@@ -225,8 +233,9 @@ class JobBatchCreate(_Input):
 class TriggerIn(_Input):
     """A manual run. ``logical_date`` defaults to now; one run per logical date.
 
-    ``params`` reach python tasks as extra keyword arguments and shell tasks as JSON in the
-    ``TICKWORK_PARAMS`` environment variable; http tasks ignore them.
+    ``params`` must be declared by the job's params contract (else 422); python tasks get
+    them as extra keyword arguments and shell tasks as JSON in the ``TICKWORK_PARAMS``
+    environment variable; http tasks ignore them.
     """
 
     logical_date: IsoInstant | None = None

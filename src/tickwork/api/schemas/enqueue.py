@@ -24,7 +24,7 @@ class EnqueueIn(BaseModel):
 
     # "not both" said in the schema too, so that clients and checkers see it.
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"not": {"required": ["at", "delay"]}}
+        extra="forbid", strict=True, json_schema_extra={"not": {"required": ["at", "delay"]}}
     )
 
     params: dict[str, Any] | None = None
@@ -44,7 +44,7 @@ class EnqueueIn(BaseModel):
 class EnqueueBatchIn(BaseModel):
     """Up to 5,000 runs of the job in one transaction: all of them, or none."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     items: list[EnqueueIn] = Field(min_length=1, max_length=MAX_ENQUEUE_BATCH)
 

@@ -10,7 +10,9 @@ import re
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import AwareDatetime, BeforeValidator
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Strict
+
+from tickwork.core.instants import RANGE_TEXT, in_range
 
 _NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
 
@@ -22,7 +24,19 @@ def iso_only(value: object) -> object:
     return value
 
 
-#: An instant with an offset, given as ISO 8601 text.
-IsoInstant = Annotated[AwareDatetime, BeforeValidator(iso_only)]
+def in_bounds(value: datetime) -> datetime:
+    """Refuse instants that overflow on the way to UTC or near it (``core.instants``)."""
+    if not in_range(value):
+        raise ValueError(RANGE_TEXT)
+    return value
+
+
+#: An instant with an offset, given as ISO 8601 text. ``Strict(False)``: request models are
+#: strict (no ``"10"`` for a number), but an instant arrives as text.
+IsoInstant = Annotated[
+    AwareDatetime, Strict(False), BeforeValidator(iso_only), AfterValidator(in_bounds)
+]
 #: An instant, offset optional, given as ISO 8601 text.
-IsoDatetime = Annotated[datetime, BeforeValidator(iso_only)]
+IsoDatetime = Annotated[
+    datetime, Strict(False), BeforeValidator(iso_only), AfterValidator(in_bounds)
+]

@@ -12,7 +12,7 @@ from tickwork.ports import PoolUsage
 class PoolSet(BaseModel):
     """A pool's size, to create it or to resize it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     slots: int = Field(
         description=f"Slots tasks of this pool may hold at once, 1 to {MAX_SLOTS}.",

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tickwork.api.schemas.callbacks import CallbacksRead, callbacks_plain
+from tickwork.api.schemas.params import ParamsRead
 from tickwork.app.records import JobPage, LogPage
 from tickwork.core.model import (
     RunDetail,
@@ -23,10 +24,26 @@ from tickwork.core.model import (
     TriggerRule,
 )
 from tickwork.ports import RunPage
+from tickwork.security.masking import mask_config, mask_json, mask_text
 
 
 class _Read(BaseModel):
     model_config = ConfigDict(from_attributes=True)
+
+
+# Every answer that shows a config, an error or output masks what looks secret
+# (``security.masking``); ``{"$secret": NAME}`` references show as they are.
+def masked_config(config: dict[str, Any]) -> dict[str, Any]:
+    return mask_config(config)
+
+
+def masked_json(value: dict[str, Any]) -> dict[str, Any]:
+    masked: dict[str, Any] = mask_json(value)
+    return masked
+
+
+def masked_text(text: str | None) -> str | None:
+    return None if text is None else mask_text(text)
 
 
 class ScheduleRead(_Read):
@@ -60,6 +77,7 @@ class TaskRead(_Read):
     callbacks: CallbacksRead
 
     _plain_callbacks = field_validator("callbacks", mode="before")(callbacks_plain)
+    _masked = field_validator("config", mode="after")(masked_config)
 
 
 class JobRead(_Read):
@@ -84,8 +102,10 @@ class JobRead(_Read):
     callbacks: CallbacksRead
     next_fire_at: datetime | None = Field(description="Next cron fire not yet materialized.")
     last_fire_at: datetime | None = Field(description="Logical date of the newest cron fire.")
+    params: ParamsRead = Field(description="Params trigger/enqueue may pass, and who may.")
 
     _plain_callbacks = field_validator("callbacks", mode="before")(callbacks_plain)
+    _masked = field_validator("metadata", mode="after")(masked_json)
 
 
 class JobPageRead(BaseModel):
@@ -141,6 +161,9 @@ class TaskRunRead(_Read):
     pool_slots: int
     result: Any = Field(None, description="What the task returned (JSON), once it succeeded.")
 
+    _masked = field_validator("config", mode="after")(masked_config)
+    _masked_error = field_validator("error", mode="after")(masked_text)
+
     @model_validator(mode="before")
     @classmethod
     def _decode_result(cls, data: Any) -> Any:
@@ -168,6 +191,8 @@ class AttemptRead(_Read):
     error: str | None
     exit_code: int | None
     worker_id: str | None
+
+    _masked_error = field_validator("error", mode="after")(masked_text)
 
 
 class RunDetailRead(RunRead):
@@ -204,6 +229,8 @@ class LogChunkRead(_Read):
     stream: str = Field(description="`stdout`, `stderr` or `system`.")
     data: str
     created_at: datetime
+
+    _masked = field_validator("data", mode="after")(masked_text)
 
 
 class LogsRead(_Read):

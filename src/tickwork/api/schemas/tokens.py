@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from tickwork.app.tokens import TOKEN_NAME_PATTERN
 from tickwork.ports import Scope
@@ -13,7 +14,7 @@ from tickwork.ports import Scope
 class TokenCreate(BaseModel):
     """A new bearer token. Scopes nest: `admin` includes `write`, which includes `read`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str = Field(
         description="Unique among live tokens: 1-100 letters, digits, '.', '_' or '-'.",
@@ -21,7 +22,7 @@ class TokenCreate(BaseModel):
         # Documented here, checked by the token service (its message names the rule).
         json_schema_extra={"pattern": TOKEN_NAME_PATTERN},
     )
-    scope: Scope = Field(description="`read`, `write` or `admin`.")
+    scope: Annotated[Scope, Strict(False)] = Field(description="`read`, `write` or `admin`.")
 
 
 class TokenRead(BaseModel):

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from tickwork.api.schemas.callbacks import CallbacksIn
 from tickwork.api.schemas.create import RetryIn, ScheduleIn, TaskIn, _Input
+from tickwork.api.schemas.params import ParamsIn
 from tickwork.api.text import Text
 from tickwork.core.errors import ValidationError
 
@@ -43,6 +44,7 @@ class JobUpdate(_Input):
     max_active_runs: int | None = Field(None, description="null: no limit.")
     depends_on_past: bool | None = None
     callbacks: CallbacksIn | None = None
+    params: ParamsIn | None = Field(None, description="Replaces the whole params contract.")
 
     def to_changes(self) -> dict[str, Any]:
         """The fields sent, as core values keyed by ``Job`` field name."""
@@ -65,4 +67,6 @@ class JobUpdate(_Input):
             changes["tags"] = tuple(self.tags)
         if self.callbacks is not None:
             changes["callbacks"] = self.callbacks.to_core()
+        if self.params is not None:
+            changes["params"] = self.params.to_core()
         return changes
