@@ -227,8 +227,10 @@ def job_from(
         "name": name,
         "schedule": _schedule(schedule, tz),
         "task": cast("TaskInput", body),
-        "params": params_of(fn, set(kwargs or {}), run_scope),
     }
+    contract = params_of(fn, set(kwargs or {}), run_scope)
+    if contract.get("properties") or contract.get("scope"):
+        job["params"] = contract
     if policy.queue is not None:
         job["queue"] = policy.queue
     return job

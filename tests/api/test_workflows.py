@@ -23,7 +23,7 @@ from tickwork.security.ssrf import UrlGuard
 from tickwork.store import SqlStore
 
 API = "/api/v1"
-HOOK = {"kind": "http", "url": "https://hooks.example.org/etl", "headers": {"X-Key": "k"}}
+HOOK = {"kind": "http", "url": "https://hooks.example.org/etl", "headers": {"X-Team": "etl"}}
 
 
 def sh(name: str, *upstream: str, **more: Any) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def test_job_add_at_with_http_task(cli: Cli) -> None:
     assert job["schedule"]["at"] == "2099-12-01T10:00:00Z"
     config = job["tasks"][0]["config"]
     assert (config["method"], config["url"]) == ("GET", "https://example.org/health")
-    assert config["headers"] == {"X-Token": "abc"}
+    assert config["headers"] == {"X-Token": "***"}  # secret-looking: masked
     assert config["body"] == "{}"
 
 

@@ -131,7 +131,7 @@ async def admin(as_scope: Clients) -> httpx2.AsyncClient:
 
 
 @settings(
-    max_examples=300,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

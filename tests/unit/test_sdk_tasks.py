@@ -86,8 +86,7 @@ def test_job_from_builds_the_python_task_body() -> None:
             "timeout": 30,
         },
         "queue": "reports",
-        "params": {"properties": {}, "required": []},  # `day` is a stored kwarg
-    }
+    }  # no params: `day`, the one parameter, is a stored kwarg
     bare = tickwork.job_from(decorated.plain, name="p")
     assert bare == {
         "name": "p",

@@ -190,14 +190,16 @@ def add(
         typer.Option(
             metavar="NAME:TYPE[=DEFAULT]",
             help="A param trigger/enqueue may pass (repeat); others are refused.",
+            show_default="none",
             rich_help_panel=_POLICY,
         ),
     ] = None,
     run_scope: Annotated[
         str | None,
         typer.Option(
-            metavar="write|admin",
-            help="Who may trigger/enqueue [default: admin if it runs code, else write].",
+            metavar="SCOPE",
+            help="Who may trigger/enqueue: write or admin.",
+            show_default="admin if it runs code, else write",
             rich_help_panel=_POLICY,
         ),
     ] = None,

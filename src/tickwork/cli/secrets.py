@@ -20,9 +20,9 @@ from tickwork.cli.common import (
     connect,
     fail,
 )
-from tickwork.cli.output import print_json, print_table, when
+from tickwork.cli.output import is_data, print_data, print_table, when
 
-app = typer.Typer(help="Set, list and delete secrets (needs an admin token).")
+app = typer.Typer(help="Set, list and delete secrets (needs an admin token).", no_args_is_help=True)
 
 
 @app.command("set")
@@ -30,7 +30,8 @@ def set_secret(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help='The name tasks use: {"$secret": NAME}.')],
     file: Annotated[
-        Path | None, typer.Option("--file", help="Read the value from this file.")
+        Path | None,
+        typer.Option("--file", help="Read the value from this file.", show_default="stdin"),
     ] = None,
     url: UrlOption = DEFAULT_URL,
     output: OutputOption = DEFAULT_OUTPUT,
@@ -51,8 +52,8 @@ def set_secret(
         fail("the secret's value is empty")
     with connect(ctx, url) as client:
         info = client.set_secret(name, value)
-    if output is output.JSON:
-        print_json(info)
+    if is_data(output):
+        print_data(output, info)
         return
     sys.stdout.write(f'secret {info["name"]} set; refer to it as {{"$secret": "{name}"}}\n')
 
@@ -64,8 +65,8 @@ def list_secrets(
     """List secrets by name (never their values)."""
     with connect(ctx, url) as client:
         secrets = client.list_secrets()
-    if output is output.JSON:
-        print_json(secrets)
+    if is_data(output):
+        print_data(output, secrets)
         return
     rows = [(s["name"], when(s["created_at"]), when(s["updated_at"])) for s in secrets]
     print_table(("name", "created", "updated"), rows, empty="no secrets")

@@ -108,7 +108,8 @@ def validate_max_active_runs(value: object, field: str = "max_active_runs") -> i
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SLOTS:
         raise ValidationError(
-            field, f"must be a whole number of 1 or more (at most {MAX_SLOTS:,}), or null"
+            field,
+            f"must be a whole number of 1 or more, or null for no limit (at most {MAX_SLOTS:,})",
         )
     return value
 

@@ -20,6 +20,7 @@ from tickwork.dashboard.events import PING_EVERY, RETRY_MS, Event, sse
 from tickwork.dashboard.pages_ops import SSE_HEADERS
 from tickwork.dashboard.svg import dag, gantt
 from tickwork.ports import TimeWindow
+from tickwork.security.masking import mask_json, mask_text
 
 RUNS_PER_PAGE = 50
 LOG_CHUNKS = 2000  # the log opens at its tail: the last chunks; the download has everything
@@ -109,14 +110,14 @@ def _params(detail: RunDetail) -> str:
         if tr.kind is TaskKind.SHELL and PARAMS_ENV in env:
             return str(env[PARAMS_ENV])
         if tr.kind is TaskKind.PYTHON and tr.config.get("kwargs"):
-            return json.dumps(tr.config["kwargs"], sort_keys=True)
+            return json.dumps(mask_json(tr.config["kwargs"]), sort_keys=True)
     return ""
 
 
 def _lines(chunks: list[LogChunk], search: str | None) -> list[tuple[int, str, str]]:
     found = []
     for chunk in chunks:
-        for line in chunk.data.splitlines():
+        for line in mask_text(chunk.data).splitlines():  # as the API shows it
             if search is None or search.lower() in line.lower():
                 found.append((chunk.seq, chunk.stream, line))
     return found
@@ -136,7 +137,7 @@ async def log_download(ctx: Ctx) -> Response:
         while True:
             chunks = await store.read_logs(task_run_id, after_seq=after, limit=LOG_PAGE)
             for chunk in chunks:
-                yield chunk.data.encode()
+                yield mask_text(chunk.data).encode()
             if len(chunks) < LOG_PAGE:
                 return
             after = chunks[-1].seq
@@ -235,7 +236,7 @@ def _state_event(detail: RunDetail) -> dict[str, Any]:
 
 
 def _log_event(chunks: list[LogChunk]) -> str:
-    lines = [[c.seq, c.stream, line] for c in chunks for line in c.data.splitlines()]
+    lines = [[c.seq, c.stream, line] for c in chunks for line in mask_text(c.data).splitlines()]
     return sse("log", json.dumps(lines), event_id=str(chunks[-1].seq))
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from tickwork.api.deps import ServicesDep
 from tickwork.ports.web import AuditPage
+from tickwork.security.masking import mask_json
 
 router = APIRouter(tags=["audit"])
 
@@ -43,7 +44,7 @@ class AuditPageRead(BaseModel):
                     action=e.action,
                     target=e.target,
                     outcome=e.outcome,
-                    detail=dict(e.detail),
+                    detail=mask_json(dict(e.detail)),  # it may quote params or configs
                 )
                 for e in page.entries
             ],
