@@ -1,7 +1,7 @@
 """Secrets: values encrypted at rest (Fernet), referenced from task configs by name.
 
-Revision ID: r0014_secrets
-Revises: r0013_job_params
+Revision ID: r0015_secrets
+Revises: r0014_job_params
 Create Date: 2026-12-01
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "r0014_secrets"
-down_revision: str | None = "r0013_job_params"
+revision: str = "r0015_secrets"
+down_revision: str | None = "r0014_job_params"
 branch_labels: str | None = None
 depends_on: str | None = None
 

@@ -2,8 +2,8 @@
 
 One nullable JSON column (``null``: no params accepted, the job's own scope runs it).
 
-Revision ID: r0013_job_params
-Revises: r0012_process_kind
+Revision ID: r0014_job_params
+Revises: r0013_due_index
 Create Date: 2026-12-01
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "r0013_job_params"
-down_revision: str | None = "r0012_process_kind"
+revision: str = "r0014_job_params"
+down_revision: str | None = "r0013_due_index"
 branch_labels: str | None = None
 depends_on: str | None = None
 
