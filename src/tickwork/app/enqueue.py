@@ -85,9 +85,11 @@ def plan_copies(
     make_id: Callable[[], str],
     *,
     prefix: str | None,
+    hold: bool = False,
 ) -> list[RunCopy]:
     """The runs to insert for ``items``. Errors name the field, under ``prefix[i].`` for a
-    batch (``items[3].priority``)."""
+    batch (``items[3].priority``). ``hold``: every run waits for the scheduler, even one due
+    now (the transactional outbox cannot publish before its caller commits)."""
     templates = _Templates(job, now, make_id)
     copies: list[RunCopy] = []
     for i, item in enumerate(items):
@@ -95,7 +97,7 @@ def plan_copies(
         _check(item, where)
         params = resolve_params(job.params, item.params, f"{where}params")
         due = item.at if item.at is not None and item.at > now else None
-        template = templates.of(due is not None)
+        template = templates.of(hold or due is not None)
         task_runs = template.task_runs
         configs = (
             tuple(config_for_run(tr.kind, tr.config, params) for tr in task_runs)

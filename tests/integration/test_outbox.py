@@ -1,0 +1,157 @@
+"""Transactional enqueue on real PostgreSQL: the run exists exactly when the caller commits,
+and a committed run is run once by a real scheduler and worker pool."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from tests.helpers import eventually, make_job, python_task
+from tests.pg import libpq_url
+from tickwork import outbox
+from tickwork.app.settings import Settings
+from tickwork.core.errors import NotFound
+from tickwork.core.model import Job, RunDetail, RunState
+from tickwork.ports import Store
+from tickwork.serve.embedded import Embedded
+from tickwork.serve.wiring import wire
+from tickwork.store.sql import SqlStore
+from tickwork.worker import capture
+
+pytestmark = pytest.mark.postgres
+TASKS = "tests.integration.engine_tasks"
+
+
+@pytest.fixture
+async def engine(pg_store: SqlStore) -> AsyncIterator[Embedded]:
+    rt = wire(pg_store, Settings(concurrency=4))
+    capture.install()
+    tasks = [asyncio.create_task(rt.scheduler.run()), asyncio.create_task(rt.pool.run())]
+    yield rt
+    await rt.pool.drain(2.0)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    capture.uninstall()
+
+
+@pytest.fixture
+async def job(pg_store: SqlStore) -> Job:
+    j = make_job("greet", now=datetime.now(UTC), task=python_task(f"{TASKS}:hello"))
+    await pg_store.create_jobs([(j, [])])
+    return j
+
+
+@pytest.fixture
+def conn(pg_url: str) -> Iterator[psycopg.Connection]:
+    # autocommit: each ``with conn.transaction()`` is then a transaction of its own, not a
+    # savepoint in one a bare ``execute`` opened.
+    with psycopg.connect(libpq_url(pg_url), autocommit=True) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS app_orders (id text PRIMARY KEY)")
+        c.execute("TRUNCATE app_orders")
+        yield c
+
+
+async def run_ids(store: Store) -> list[str]:
+    page = await store.list_runs(limit=100)
+    return [r.id for r in page.runs]
+
+
+async def finished(store: Store, run_id: str) -> RunDetail:
+    d = await eventually(
+        lambda: store.get_run(run_id),
+        lambda d: d is not None and d.run.state is RunState.SUCCESS,
+    )
+    assert d is not None
+    return d
+
+
+async def test_commit_runs_once_and_rollback_never(
+    engine: Embedded, job: Job, conn: psycopg.Connection
+) -> None:
+    with conn.transaction(force_rollback=True):
+        outbox.enqueue(conn, "greet", {"name": "rolled back"})
+    with conn.transaction():
+        run_id = outbox.enqueue(conn, "greet", {"name": "committed"})
+
+    d = await finished(engine.store, run_id)
+    assert [a.attempt for a in d.attempts] == [1]
+    assert d.task_runs[0].config["kwargs"] == {"name": "committed"}
+    assert await run_ids(engine.store) == [run_id]  # the rolled-back one never appeared
+
+
+async def test_savepoint_rolled_back_and_app_row_commit_together(
+    job: Job, pg_store: SqlStore, conn: psycopg.Connection
+) -> None:
+    with conn.transaction():
+        kept = outbox.enqueue(conn, "greet", {"name": "a"})
+        with pytest.raises(ZeroDivisionError), conn.transaction():  # a savepoint
+            outbox.enqueue(conn, "greet", {"name": "b"})
+            raise ZeroDivisionError
+    assert await run_ids(pg_store) == [kept]
+
+    # The application's own row and the run: both or neither.
+    with pytest.raises(ZeroDivisionError), conn.transaction():
+        conn.execute("INSERT INTO app_orders VALUES ('o1')")
+        outbox.enqueue(conn, "greet", {"name": "o1"})
+        raise ZeroDivisionError
+    assert conn.execute("SELECT count(*) FROM app_orders").fetchone() == (0,)
+    assert await run_ids(pg_store) == [kept]
+    with conn.transaction():
+        conn.execute("INSERT INTO app_orders VALUES ('o2')")
+        second = outbox.enqueue(conn, "greet", {"name": "o2"})
+    assert conn.execute("SELECT count(*) FROM app_orders").fetchone() == (1,)
+    assert sorted(await run_ids(pg_store)) == sorted([kept, second])
+
+
+async def test_idempotency_key_enqueues_once_across_retries(
+    job: Job, pg_store: SqlStore, conn: psycopg.Connection
+) -> None:
+    with conn.transaction(force_rollback=True):  # the first try fails: the key goes with it
+        outbox.enqueue(conn, "greet", {"name": "x"}, idempotency_key="order-7")
+    with conn.transaction():
+        first = outbox.enqueue(conn, "greet", {"name": "x"}, idempotency_key="order-7")
+    with conn.transaction():  # a retry after an unseen commit
+        again = outbox.enqueue(conn, "greet", {"name": "x"}, idempotency_key="order-7")
+    assert again == first
+    assert await run_ids(pg_store) == [first]
+
+
+async def test_unknown_job_refused_and_nothing_written(
+    job: Job, pg_store: SqlStore, conn: psycopg.Connection
+) -> None:
+    with pytest.raises(NotFound), conn.transaction():
+        outbox.enqueue(conn, "nope")
+    assert await run_ids(pg_store) == []
+
+
+async def test_async_psycopg_and_sqlalchemy_session(
+    engine: Embedded, job: Job, pg_url: str
+) -> None:
+    async with await psycopg.AsyncConnection.connect(libpq_url(pg_url), autocommit=True) as aconn:
+        async with aconn.transaction(force_rollback=True):
+            await outbox.enqueue_async(aconn, "greet", {"name": "never"})
+        async with aconn.transaction():
+            ids = await outbox.enqueue_many_async(
+                aconn, [outbox.Item("greet", {"name": "a1"}), outbox.Item("greet", {"name": "a2"})]
+            )
+
+    sa_engine = sa.create_engine(pg_url)
+    try:
+        with Session(sa_engine) as session:
+            outbox.enqueue(session, "greet", {"name": "dropped"})
+            session.rollback()
+            ids.append(outbox.enqueue(session, "greet", {"name": "s1"}))
+            session.commit()
+    finally:
+        sa_engine.dispose()
+
+    names = [(await finished(engine.store, i)).task_runs[0].config["kwargs"]["name"] for i in ids]
+    assert names == ["a1", "a2", "s1"]
+    assert sorted(await run_ids(engine.store)) == sorted(ids)
