@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from tickwork import outbox
 from tickwork.core.model import Job, RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
+from tickwork.core.params import ParamsContract
 from tickwork.ids import new_id
 from tickwork.store import open_store
 
@@ -37,6 +38,7 @@ async def _prepare(url: str) -> None:
         job = Job(
             id=new_id(), name="noop", schedule=Schedule(kind=ScheduleKind.NOW), tasks=(task,),
             created_at=now, updated_at=now, retry=RetryPolicy(),
+            params=ParamsContract({"i": {"type": "integer"}}),
         )  # fmt: skip
         await store.create_jobs([(job, [])])
     finally:

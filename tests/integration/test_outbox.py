@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import psycopg
@@ -16,8 +17,9 @@ from tests.helpers import eventually, make_job, python_task
 from tests.pg import libpq_url
 from tickwork import outbox
 from tickwork.app.settings import Settings
-from tickwork.core.errors import NotFound
+from tickwork.core.errors import NotFound, ValidationError
 from tickwork.core.model import Job, RunDetail, RunState
+from tickwork.core.params import ParamsContract
 from tickwork.ports import Store
 from tickwork.serve.embedded import Embedded
 from tickwork.serve.wiring import wire
@@ -44,6 +46,7 @@ async def engine(pg_store: SqlStore) -> AsyncIterator[Embedded]:
 @pytest.fixture
 async def job(pg_store: SqlStore) -> Job:
     j = make_job("greet", now=datetime.now(UTC), task=python_task(f"{TASKS}:hello"))
+    j = replace(j, params=ParamsContract({"name": {"type": "string"}}, ("name",)))
     await pg_store.create_jobs([(j, [])])
     return j
 
@@ -123,11 +126,15 @@ async def test_idempotency_key_enqueues_once_across_retries(
     assert await run_ids(pg_store) == [first]
 
 
-async def test_unknown_job_refused_and_nothing_written(
+async def test_unknown_job_and_params_against_the_contract_refused(
     job: Job, pg_store: SqlStore, conn: psycopg.Connection
 ) -> None:
     with pytest.raises(NotFound), conn.transaction():
         outbox.enqueue(conn, "nope")
+    with pytest.raises(ValidationError, match=r"params\.name"), conn.transaction():
+        outbox.enqueue(conn, "greet", {"name": 7})
+    with pytest.raises(ValidationError, match=r"params\.extra"), conn.transaction():
+        outbox.enqueue(conn, "greet", {"name": "x", "extra": 1})
     assert await run_ids(pg_store) == []
 
 
