@@ -104,6 +104,12 @@ SEMANTIC = frozenset(
         "PUT /api/v1/jobs/{name}",
         "PATCH /api/v1/jobs/{name}",
         "GET /api/v1/schedule/preview",
+        # Which params are accepted is the job's own contract (its `params`), not the schema's.
+        "POST /api/v1/jobs/{name}/runs",
+        "POST /api/v1/jobs/{name}/runs/batch",
+        "POST /api/v1/jobs/{name}/trigger",
+        # Instants must lie in the years 1000-9000 (UTC); a `date-time` format cannot say so.
+        "GET /api/v1/runs",
     }
 )
 

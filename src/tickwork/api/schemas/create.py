@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from tickwork.api.schemas.callbacks import CallbacksIn, callbacks_core
 from tickwork.api.schemas.instant import IsoInstant
+from tickwork.api.schemas.numbers import Whole
 from tickwork.api.schemas.params import ParamsIn, params_core
 from tickwork.api.schemas.secret_ref import RefMap
 from tickwork.api.text import Text
@@ -76,7 +77,7 @@ class ScheduleIn(_Input):
 class RetryIn(_Input):
     """Retry policy. Unset fields take the defaults shown."""
 
-    max_attempts: int | None = Field(
+    max_attempts: Whole | None = Field(
         None, description="Attempts in all, first one included.", examples=[3]
     )
     initial_delay: float | None = Field(
@@ -114,9 +115,9 @@ class _TaskBase(_Input):
     trigger_rule: Annotated[TriggerRule, Strict(False)] = Field(
         TriggerRule.ALL_SUCCESS, description="When it runs, given its upstreams' states."
     )
-    priority: int | None = Field(None, description="-100 to 100; overrides the job's.")
+    priority: Whole | None = Field(None, description="-100 to 100; overrides the job's.")
     pool: str | None = Field(None, description="A pool (`tickwork pool set`) it takes slots of.")
-    pool_slots: int = Field(1, description="Slots of `pool` it holds while queued or running.")
+    pool_slots: Whole = Field(1, description="Slots of `pool` it holds while queued or running.")
     callbacks: CallbacksIn | None = Field(None, description="Hooks; win over the job's.")
 
     def to_core(self) -> Task:
@@ -182,11 +183,11 @@ class JobCreate(_Input):
     retry: RetryIn | None = None
     timeout: float | None = Field(None, description="Seconds an attempt may run.")
     queue: Text = Field("default", description="Routing label of the workers that run it.")
-    priority: int = Field(0, description="Higher runs first.")
+    priority: Whole = Field(0, description="Higher runs first.")
     catchup: bool = Field(False, description="On restart or resume, run every missed cron fire.")
     tags: list[Text] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    max_active_runs: int | None = Field(
+    max_active_runs: Whole | None = Field(
         None, description="Runs that may be unfinished at once (null: no limit)."
     )
     depends_on_past: bool = Field(

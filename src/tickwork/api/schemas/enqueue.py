@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tickwork.api.schemas.instant import IsoInstant
+from tickwork.api.schemas.numbers import Whole
 from tickwork.app.enqueue import MAX_ENQUEUE_BATCH, Enqueued, EnqueueItem
 from tickwork.core.errors import ValidationError
 
@@ -28,7 +29,7 @@ class EnqueueIn(BaseModel):
     )
 
     params: dict[str, Any] | None = None
-    priority: int | None = Field(None, ge=-100, le=100)
+    priority: Whole | None = Field(None, ge=-100, le=100)
     at: IsoInstant | None = None
     delay: float | None = Field(None, ge=0, le=MAX_DELAY)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tickwork.api.schemas.numbers import Whole
 from tickwork.api.text import Text
 from tickwork.core.validate import MAX_SLOTS
 from tickwork.ports import PoolUsage
@@ -14,7 +15,7 @@ class PoolSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    slots: int = Field(
+    slots: Whole = Field(
         description=f"Slots tasks of this pool may hold at once, 1 to {MAX_SLOTS}.",
         examples=[4],
         # Documented here, checked by the pool service (its message names the rule).

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from tickwork.api.schemas.callbacks import CallbacksIn
 from tickwork.api.schemas.create import RetryIn, ScheduleIn, TaskIn, _Input
+from tickwork.api.schemas.numbers import Whole
 from tickwork.api.schemas.params import ParamsIn
 from tickwork.api.text import Text
 from tickwork.core.errors import ValidationError
@@ -37,11 +38,11 @@ class JobUpdate(_Input):
     retry: RetryIn | None = None
     timeout: float | None = Field(None, description="Seconds an attempt may run; null: none.")
     queue: Text | None = None
-    priority: int | None = None
+    priority: Whole | None = None
     catchup: bool | None = None
     tags: list[Text] | None = None
     metadata: dict[str, Any] | None = None
-    max_active_runs: int | None = Field(None, description="null: no limit.")
+    max_active_runs: Whole | None = Field(None, description="null: no limit.")
     depends_on_past: bool | None = None
     callbacks: CallbacksIn | None = None
     params: ParamsIn | None = Field(None, description="Replaces the whole params contract.")
