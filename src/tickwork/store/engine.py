@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.conninfo import make_conninfo
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
@@ -119,6 +120,24 @@ def without_jit(url: URL) -> URL:
     given = url.query.get("options")
     given = given if isinstance(given, str) else " ".join(given or ())
     return url.update_query_dict({"options": f"{given} {PG_OPTIONS}".strip()})
+
+
+def libpq_conninfo(url: URL) -> str:
+    """``url`` as a libpq ``key=value`` string, for psycopg connections made without the engine.
+
+    Not the URL rendered as a URI: that writes the space in ``options`` (``-c jit=off``) as
+    ``+``, which libpq does not read back as a space, and the server then refuses the
+    connection ("unrecognized configuration parameter "+jit"").
+    """
+    query = {k: v if isinstance(v, str) else " ".join(v) for k, v in url.query.items()}
+    return make_conninfo(
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        password=url.password,
+        dbname=url.database,
+        **query,
+    )
 
 
 def _ping_when_idle(engine: Engine) -> None:

@@ -38,7 +38,7 @@ class DirectWriter:
     """Up to DIRECT_CONNECTIONS autocommit ``psycopg.AsyncConnection`` s, made on demand."""
 
     def __init__(self, url: URL, size: int = DIRECT_CONNECTIONS) -> None:
-        self._conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._conninfo = engines.libpq_conninfo(url)
         self._size = size
         self._idle: list[tuple[psycopg.AsyncConnection[Any], float]] = []
         self._busy = 0
