@@ -20,15 +20,19 @@ from typing import Any, cast
 import httpx2
 import pytest
 import schemathesis
+from cryptography.fernet import Fernet
 from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
 from schemathesis.generation.case import Case
 
 from tests.api.conftest import at_job, cron_job, error_of, now_job
+from tests.helpers import FakeClock
 from tickwork.api.app import create_app
+from tickwork.api.auth import Security
 from tickwork.app.services import Services
 from tickwork.broker.memory import MemoryBroker
 from tickwork.ports import Store
+from tickwork.security.secrets import SecretCipher
 
 
 class Target:
@@ -87,6 +91,13 @@ async def seeded(api: httpx2.AsyncClient) -> None:
 
 
 @pytest.fixture
+def security(services: Services, clock: FakeClock) -> Security:
+    """With a secret key: ``PUT /secrets/{name}`` stores (a process without a key answers 503,
+    by design, and tells the operator to set ``TICKWORK_SECRET_KEY``)."""
+    return Security.over(services, clock=clock, cipher=SecretCipher(Fernet.generate_key()))
+
+
+@pytest.fixture
 def target(app: FastAPI, seeded: None) -> Iterator[Target]:
     TARGET.app = app
     yield TARGET
@@ -110,6 +121,12 @@ SEMANTIC = frozenset(
         "POST /api/v1/jobs/{name}/trigger",
         # Instants must lie in the years 1000-9000 (UTC); a `date-time` format cannot say so.
         "GET /api/v1/runs",
+        "POST /api/v1/backfills",
+        "POST /api/v1/backfills/plan",
+        "GET /api/v1/backfills/{backfill_id}/dates",
+        "GET /api/v1/jobs/{name}/ledger",
+        # A secret's name is 1-128 of [A-Za-z0-9_.-]; the path parameter does not say so yet.
+        "PUT /api/v1/secrets/{name}",
     }
 )
 
