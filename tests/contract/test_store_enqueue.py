@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from tests.contract.factory import T0, make_job, make_run, shell_task
+from tests.contract.schema_diff import insert_as_of
 from tests.pg import PostgresServer, create_database, drop_database
 from tickwork.core.errors import Conflict
 from tickwork.core.model import NewRun, RunTrigger, TaskRunState
@@ -146,13 +147,11 @@ async def test_r0007_upgrades_a_database_with_runs(r0006_url: str) -> None:
         with engine.begin() as conn:
             command.upgrade(alembic_config(conn), "r0006")
             # Rows as r0006 holds them (today's store also writes run_keys on PostgreSQL).
-            conn.execute(jobs.insert(), [job_to_row(job)])
-            conn.execute(
-                tasks.insert(), [task_to_row(job.id, i, t) for i, t in enumerate(job.tasks)]
-            )
-            conn.execute(runs.insert(), [run_to_row(n.run) for n in old_runs])
-            conn.execute(
-                task_runs.insert(), [task_run_to_row(tr) for n in old_runs for tr in n.task_runs]
+            insert_as_of(conn, jobs, [job_to_row(job)])
+            insert_as_of(conn, tasks, [task_to_row(job.id, i, t) for i, t in enumerate(job.tasks)])
+            insert_as_of(conn, runs, [run_to_row(n.run) for n in old_runs])
+            insert_as_of(
+                conn, task_runs, [task_run_to_row(tr) for n in old_runs for tr in n.task_runs]
             )
     finally:
         engine.dispose()

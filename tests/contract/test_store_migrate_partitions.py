@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from tests.contract.factory import make_job, make_run
+from tests.contract.schema_diff import insert_as_of
 from tests.pg import PostgresServer, create_database, drop_database
 from tickwork.core.errors import Conflict
 from tickwork.core.model import TaskRunState
@@ -47,12 +48,13 @@ async def test_r0008_partitions_a_populated_database(old_db: str) -> None:
         olds.append((run, dataclasses.replace(tr, run_id=run.id)))
     with engine.begin() as conn:
         command.upgrade(alembic_config(conn), "r0006")
-        conn.execute(jobs.insert(), [job_to_row(job)])
-        conn.execute(tasks.insert(), [task_to_row(job.id, 0, job.tasks[0])])
-        conn.execute(runs.insert(), [run_to_row(r) for r, _ in olds])
-        conn.execute(task_runs.insert(), [task_run_to_row(t) for _, t in olds])
-        conn.execute(
-            attempts.insert(),
+        insert_as_of(conn, jobs, [job_to_row(job)])
+        insert_as_of(conn, tasks, [task_to_row(job.id, 0, job.tasks[0])])
+        insert_as_of(conn, runs, [run_to_row(r) for r, _ in olds])
+        insert_as_of(conn, task_runs, [task_run_to_row(t) for _, t in olds])
+        insert_as_of(
+            conn,
+            attempts,
             [
                 {
                     "task_run_id": t.id,
@@ -63,8 +65,9 @@ async def test_r0008_partitions_a_populated_database(old_db: str) -> None:
                 for r, t in olds
             ],
         )
-        conn.execute(
-            task_logs.insert(),
+        insert_as_of(
+            conn,
+            task_logs,
             [
                 {
                     "task_run_id": t.id,
