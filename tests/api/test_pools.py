@@ -64,7 +64,7 @@ async def test_a_job_may_name_a_pool_only_while_it_exists(api: httpx2.AsyncClien
     [
         ("db", {"slots": 0}, "slots", "from 1 to 1000000"),
         ("db", {"slots": 1_000_001}, "slots", "from 1 to 1000000"),
-        ("db", {"slots": "many"}, "slots", "valid integer"),
+        ("db", {"slots": "many"}, "slots", "must be a whole number"),
         ("db", {}, "slots", "Field required"),
         ("db", {"slots": 1, "colour": "red"}, "colour", "Extra inputs"),
         ("db", {"slots": 1, "description": "x" * 1001}, "description", "at most 1000"),
