@@ -35,6 +35,11 @@ _PAIR = re.compile(
 )
 
 
+_LOWER_NAME = re.compile(_NAMES)
+#: (case-sensitive pattern for lower-cased text, the IGNORECASE original), in order.
+_NAMED = [(re.compile(p.pattern), p) for p in (_QUERY, _AUTH, _PAIR)]
+
+
 def secret_name(name: object) -> bool:
     """Whether a header, env, query or JSON key name marks its value as secret."""
     return isinstance(name, str) and SECRET_NAME.search(name) is not None
@@ -42,13 +47,38 @@ def secret_name(name: object) -> bool:
 
 def mask_text(text: str) -> str:
     """``text`` (a log line, an error, a command line) with URL userinfo, secret query
-    parameters, ``Authorization:`` values and ``name=value`` pairs of secret names masked."""
+    parameters, ``Authorization:`` values and ``name=value`` pairs of secret names masked.
+
+    This runs over every byte a task prints, so it is built for speed: userinfo is looked
+    for only where there is an ``@``, and the name patterns only where a secret name
+    occurs, matched case-sensitively on a lower-cased copy (``re.IGNORECASE`` made it
+    about 4 MB/s)."""
     if not text:
         return text
-    text = _USERINFO.sub(rf"\g<scheme>{MASK}@", text)
-    text = _QUERY.sub(rf"\g<k>{MASK}", text)
-    text = _AUTH.sub(rf"\g<k>{MASK}", text)
-    return _PAIR.sub(rf"\g<k>{MASK}", text)
+    if "@" in text:
+        text = _USERINFO.sub(rf"\g<scheme>{MASK}@", text)
+    if _LOWER_NAME.search(text.lower()) is None:
+        return text
+    for pattern, slow in _NAMED:
+        text = _sub_lowered(pattern, slow, text)
+    return text
+
+
+def _sub_lowered(pattern: re.Pattern[str], slow: re.Pattern[str], text: str) -> str:
+    """``slow.sub`` (an IGNORECASE pattern) done with ``pattern``, its case-sensitive twin,
+    on ``text.lower()``; the spans are cut from ``text`` itself."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few characters grow when lower-cased: no shared spans
+        return slow.sub(rf"\g<k>{MASK}", text)
+    parts: list[str] = []
+    at = 0
+    for m in pattern.finditer(lowered):
+        parts += (text[at : m.end("k")], MASK)
+        at = m.end()
+    if not parts:
+        return text
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 def mask_url(url: str) -> str:
