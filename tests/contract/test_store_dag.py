@@ -85,6 +85,7 @@ async def test_finishing_a_task_queues_its_ready_downstreams_in_the_same_write(
     done = await store.complete([dataclasses.replace(outcome(a, S.SUCCESS, at(2)), result="7")])
 
     assert done.applied == [a.id]
+    assert done.runs_finished == {}
     assert [(tr.task_name, tr.state) for tr in done.queued] == [("b", S.QUEUED)]
     assert done.waiting == 0
     claimed = await store.claim([key(done.queued[0])], "w1", at(3))
@@ -103,6 +104,7 @@ async def test_a_final_failure_propagates_upstream_failed_transitively(store: Sq
     done = await store.complete([outcome(a, S.FAILED, at(2), error="boom")])
 
     assert [tr.task_name for tr in done.queued] == ["d"]
+    assert done.runs_finished == {}  # d still runs
     detail = await store.get_run(nr.run.id)
     assert detail is not None
     assert {tr.task_name: tr.state for tr in detail.task_runs} == {
@@ -112,6 +114,9 @@ async def test_a_final_failure_propagates_upstream_failed_transitively(store: Sq
         "d": S.QUEUED,
     }
     assert all(tr.finished_at == at(2) for tr in detail.task_runs if tr.task_name in "bc")
+    await store.claim([key(done.queued[0])], "w1", at(3))
+    last = await store.complete([outcome(done.queued[0], S.SUCCESS, at(4))])
+    assert last.runs_finished == {"failed": 1}  # the run ends with its last task run
 
 
 async def test_a_retry_is_not_a_final_failure(store: SqlStore) -> None:

@@ -222,6 +222,7 @@ async def test_complete_applies_a_batch_and_skips_stale_outcomes(store: SqlStore
         ]
     )
     assert sorted(applied.applied) == sorted([a.id, b.id])
+    assert applied.runs_finished == {"success": 1, "cancelled": 1}  # runs of one task run
     assert await _run_state(store, a) == RunState.SUCCESS
     assert await _run_state(store, b) == RunState.CANCELLED
     assert await _run_state(store, c) == RunState.RUNNING

@@ -70,6 +70,36 @@ async def test_claim_and_complete_count_outcomes_durations_and_start_delay(
     )
 
 
+async def test_runs_are_counted_once_when_their_last_outcome_finishes_them(
+    sqlite_store: Store,
+) -> None:
+    store = observed_store(sqlite_store)
+    t = now()
+    alone = await queued(store, due=t)  # a run of one task run
+    two = replace(
+        make_job(f"j{new_id()[-10:]}", now=t, task=shell_task("true")),
+        tasks=(shell_task("true"), replace(shell_task("true"), name="second")),
+    )
+    nr = new_run(
+        two, t, trigger=RunTrigger.MANUAL, now=t, make_id=new_id, state=TaskRunState.QUEUED
+    )
+    await store.create_jobs([(two, [nr])])
+    first, second = (tr.id for tr in nr.task_runs)
+    before = {o: value("tickwork_runs_total", outcome=o) for o in ("success", "failed")}
+
+    claimed = await store.claim([(alone, 1), (first, 1), (second, 1)], "w", t)
+    assert len(claimed) == 3
+    end = t + timedelta(seconds=1)
+    await store.complete([Outcome(alone, 1, TaskRunState.FAILED, finished_at=end, started_at=t)])
+    await store.complete([Outcome(first, 1, TaskRunState.SUCCESS, finished_at=end, started_at=t)])
+    # One of two task runs done: the run is still running, so nothing is counted yet.
+    assert value("tickwork_runs_total", outcome="failed") == before["failed"] + 1
+    assert value("tickwork_runs_total", outcome="success") == before["success"]
+    await store.complete([Outcome(second, 1, TaskRunState.SUCCESS, finished_at=end, started_at=t)])
+    assert value("tickwork_runs_total", outcome="success") == before["success"] + 1
+    assert value("tickwork_runs_total", outcome="failed") == before["failed"] + 1
+
+
 async def test_an_outcome_the_store_refuses_counts_nothing(sqlite_store: Store) -> None:
     store = observed_store(sqlite_store)
     t = now()

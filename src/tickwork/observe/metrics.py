@@ -72,6 +72,13 @@ START_DELAY = Histogram(
     buckets=LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+RUNS = Counter(
+    "tickwork_runs_total",
+    "Runs finished by the outcome of one of their task runs, by the run's final state: "
+    "success, failed, cancelled, skipped.",
+    ["outcome"],
+    registry=REGISTRY,
+)
 JOB_TASK_RUNS = Counter(
     "tickwork_job_task_runs_total",
     "tickwork_task_runs_total by job name; only with TICKWORK_METRICS_JOB_LABEL=all.",

@@ -5,7 +5,8 @@ Every operation is timed (``tickwork_store_operation_seconds{op}``). A few opera
 say something about the work itself, read off their arguments and results:
 
 - ``claim``: how long each task run waited from claimable to claimed (start delay);
-- ``complete``: attempts finished, by queue and outcome, and how long they ran;
+- ``complete``: attempts finished, by queue and outcome, and how long they ran; the runs
+  they finished, by the run's final state;
 - ``mark_queued`` / ``materialize_many``: how late due work was queued (schedule lateness),
   and the missed cron fires recorded as skipped;
 - ``stale_running``: task runs the reaper found without a live worker;
@@ -133,6 +134,8 @@ class ObservedStore:
                 m.JOB_TASK_RUNS.labels(job, key[1]).inc()
         for key, n in counts.items():  # one increment per queue and outcome, not per job
             self._finished_children(key)[0].inc(n)
+        for state, n in done.runs_finished.items():
+            m.RUNS.labels(state).inc(n)
 
     def _finished_children(self, key: tuple[str, str]) -> tuple[Any, Any]:
         found = self._finished.get(key)

@@ -62,12 +62,14 @@ class Completion:
     transaction; the caller publishes them at once (no scheduler round trip per DAG edge).
     ``waiting``: how many were made ready but left ``scheduled`` for the scheduler to admit
     (their pool, ``depends_on_past`` or a paused job decides when); wake it.
+    ``runs_finished``: the runs these outcomes finished, counted by their final state.
     """
 
     applied: list[str]
     queued: list[TaskRun] = field(default_factory=list)
     waiting: int = 0
     pools_freed: bool = False  # an applied outcome gave pool slots back
+    runs_finished: dict[str, int] = field(default_factory=dict)  # run state -> runs it ended
 
 
 @dataclass(frozen=True, slots=True)

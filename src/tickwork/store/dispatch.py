@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -310,21 +311,25 @@ def complete(conn: Connection, dialect: Dialect, outcomes: Sequence[Outcome]) ->
     applied = [(row, by_key[(row["id"], row["attempt"])]) for row in locked]
     if not applied:
         return Completion(applied=[])
+    alone = [single_run_values(row, o) for row, o in applied if row["siblings"] == 1]
     dialect.write_outcomes(
         conn,
         [completion_values(row, o) for row, o in applied],
         [attempt_values(row, o) for row, o in applied],
-        [single_run_values(row, o) for row, o in applied if row["siblings"] == 1],
+        alone,
     )
     finished = max(o.finished_at for _, o in applied)
     family = [row["run_id"] for row, _ in applied if row["siblings"] != 1]
-    ready = refresh_runs(conn, family, finished)
+    # A run of one task run was running until this outcome: it ended if the outcome did.
+    ended = Counter(v["state"] for v in alone if v["finished_at"] is not None)
+    ready = refresh_runs(conn, family, finished, ended=ended)
     queued = queue_ready(conn, ready, finished)
     return Completion(
         applied=[row["id"] for row, _ in applied],
         queued=queued,
         waiting=len(ready) - len(queued),
         pools_freed=any(row["pool"] is not None for row, _ in applied),
+        runs_finished=dict(ended),
     )
 
 

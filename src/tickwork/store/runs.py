@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -398,9 +398,12 @@ def _require_task_run(conn: Connection, task_run_id: str) -> None:
 # -- derived run state -----------------------------------------------------------------
 
 
-def refresh_runs(conn: Connection, run_ids: Iterable[str], now: datetime) -> list[str]:
+def refresh_runs(
+    conn: Connection, run_ids: Iterable[str], now: datetime, *, ended: Counter[str] | None = None
+) -> list[str]:
     """Advance each run's DAG (``readiness.advance``), then set the run's state, started_at and
-    finished_at from its task runs (batched). Returns the ids of task runs made ``scheduled``.
+    finished_at from its task runs (batched). Returns the ids of task runs made ``scheduled``;
+    counts in ``ended`` the runs this finished, by their final state.
     """
     ready: list[str] = []
     for chunk in chunked(sorted(set(run_ids))):
@@ -422,6 +425,8 @@ def refresh_runs(conn: Connection, run_ids: Iterable[str], now: datetime) -> lis
         ]
         if changes:
             conn.execute(_RUN_UPDATE, changes)
+            if ended is not None:
+                ended.update(c["p_state"] for c in changes if c["p_finished_at"] is not None)
     return ready
 
 
