@@ -9,9 +9,10 @@ type checker sees which one awaits).
 
 The run is inserted with its task runs ``scheduled`` and due now: nothing can be published to
 the broker before the commit, so the scheduler's leader takes them like any due run. The insert
-also issues ``NOTIFY tickwork_enqueue`` (PostgreSQL delivers it only on commit); the
-scheduler's poll (``max_sleep``, 1 s) is what finds the run when nobody listens, and a crash
-between commit and dispatch loses nothing: the run is in the table.
+also issues ``NOTIFY tickwork_enqueue`` (PostgreSQL delivers it only on commit), on which the
+scheduler's leader listens (``store/pg_listen.py``) and dispatches at once; its poll
+(``max_sleep``, 1 s) is the safety net, and a crash between commit and dispatch loses nothing:
+the run is in the table, and whichever scheduler leads next dispatches it.
 
 The work is written once as a generator of statements (``_steps``) and driven by a sync or an
 async executor, so the two paths cannot drift apart.
@@ -29,14 +30,14 @@ from tickwork.app.enqueue import EnqueueItem, plan_copies
 from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.model import Job
 from tickwork.ids import new_id
-from tickwork.store import pg_enqueue
+from tickwork.store import pg_enqueue, pg_listen
 from tickwork.store.rows import job_from_row, task_from_row
 from tickwork.store.run_rows import rows_of_copies
 
 __all__ = ["CHANNEL", "Item", "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async"]
 
-#: The channel the insert notifies (on commit).
-CHANNEL = "tickwork_enqueue"
+#: The channel the insert notifies (on commit), which the scheduler's leader listens on.
+CHANNEL = pg_listen.CHANNEL
 #: Idempotency keys of the outbox live beside the API's, under this pseudo token id.
 _KEY_OWNER = "outbox"
 _KEY_TTL = timedelta(days=1)

@@ -33,7 +33,7 @@ from functools import partial
 from tickwork.hooks import Hooks
 from tickwork.ports import Broker, Fence, Fenced, FenceStore, Lease, LeaseStore, Store
 from tickwork.scheduler.history import HistoryConfig, maintain_history
-from tickwork.scheduler.loop import DEFAULT_WINDOW, Scheduler, SchedulerConfig
+from tickwork.scheduler.loop import DEFAULT_WINDOW, Listen, Scheduler, SchedulerConfig
 
 log = logging.getLogger("tickwork.scheduler.ha")
 
@@ -272,11 +272,13 @@ def ha_scheduler(
     hooks: Hooks | None = None,
     history: HistoryConfig | None = None,
     leases: LeaseStore | None = None,
+    listen: Listen | None = None,
 ) -> HAScheduler:
     """A scheduler replica: a ``Scheduler`` fenced by a ``LeaderElection`` on ``leases``
     (etcd, ZooKeeper), by default on ``store``'s own lease.
 
-    ``config`` defaults to a sliding window of ``DEFAULT_WINDOW`` seconds.
+    ``config`` defaults to a sliding window of ``DEFAULT_WINDOW`` seconds. ``listen`` (the
+    store's ``LISTEN`` for committed enqueues) runs only while this replica leads.
     """
     election = LeaderElection(leases or store, holder, ha, monotonic=monotonic, fences=store)
     scheduler = Scheduler(
@@ -288,6 +290,7 @@ def ha_scheduler(
         config=config or SchedulerConfig(window=DEFAULT_WINDOW, reap_grace=15.0),
         fence=election.fence,
         hooks=hooks,
+        listen=listen,
     )
     housekeeping = None if history is None else partial(maintain_history, store, clock, history)
     return HAScheduler(scheduler, election, housekeeping)

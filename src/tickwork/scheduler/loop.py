@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -87,6 +87,11 @@ def _unfenced() -> None:
     return None
 
 
+#: Something that calls its argument whenever new work may be due, until cancelled (the
+#: PostgreSQL ``LISTEN`` of ``store/pg_listen.py``); it must not raise.
+Listen = Callable[[Callable[[], None]], Awaitable[None]]
+
+
 class Scheduler:
     """Turns schedules into queued task runs. Stateless between ticks: the store is the record.
 
@@ -95,6 +100,8 @@ class Scheduler:
     ``fence`` gives the fence every store write carries: the leader's lease and token (it
     raises ``Fenced`` once this process knows it is no longer leader, which ends ``run``).
     Without it (embedded mode: one scheduler) writes carry none.
+    ``listen`` runs beside the loop for as long as it runs (so only while leading), waking it
+    when an enqueue is committed elsewhere (``tickwork.outbox``); the poll stays the safety net.
     """
 
     def __init__(
@@ -108,8 +115,11 @@ class Scheduler:
         config: SchedulerConfig | None = None,
         hooks: Hooks | None = None,
         fence: Callable[[], Fence | None] = _unfenced,
+        listen: Listen | None = None,
     ) -> None:
         self._store = store
+        self._listen = listen
+        self.passes = 0  # ticks done, for tests and probes
         self._broker = broker
         self._clock = clock
         self._rand = rand
@@ -136,6 +146,17 @@ class Scheduler:
         self._wakeup.set()
 
     async def run(self) -> None:
+        listening = None
+        if self._listen is not None:
+            listening = asyncio.ensure_future(self._listen(self.wake))
+        try:
+            await self._run()
+        finally:
+            if listening is not None:
+                listening.cancel()
+                await asyncio.gather(listening, return_exceptions=True)
+
+    async def _run(self) -> None:
         self._reap_after = self._clock() + timedelta(seconds=self._config.reap_grace)
         # Another process may have led before: hand over again all it may have queued.
         await self._resender.broker_forgot(self._clock())  # sets the marker a later loss is told by
@@ -144,6 +165,7 @@ class Scheduler:
             self._wakeup.clear()
             now = self._clock()
             await self.tick(now)
+            self.passes += 1
             await self._sleep(await self._next_wake(now))
 
     async def tick(self, now: datetime) -> None:

@@ -29,7 +29,7 @@ from tickwork.observe.logs import set_process_fields
 from tickwork.ports import Broker, LeaseStore, Store
 from tickwork.scheduler.ha import HAConfig, HAScheduler, Role, ha_scheduler, holder_id
 from tickwork.scheduler.history import HistoryConfig
-from tickwork.scheduler.loop import SchedulerConfig
+from tickwork.scheduler.loop import Listen, SchedulerConfig
 from tickwork.serve.observed import broker_check
 
 log = logging.getLogger("tickwork")
@@ -45,6 +45,7 @@ def scheduler_replica(
     *,
     clock: Callable[[], datetime],
     leases: LeaseStore | None = None,
+    listen: Listen | None = None,
 ) -> HAScheduler:
     config = SchedulerConfig(
         window=settings.window,
@@ -62,6 +63,7 @@ def scheduler_replica(
         ha=HAConfig(ttl=settings.lease_ttl),
         hooks=hooks,
         leases=leases,
+        listen=listen,
         history=HistoryConfig(
             retention_days=settings.retention_days or None, ahead=settings.partitions_ahead
         ),

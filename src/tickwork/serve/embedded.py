@@ -27,6 +27,7 @@ from tickwork.observe.health import Health
 from tickwork.ports import Completion, Store
 from tickwork.scheduler.loop import Scheduler
 from tickwork.security.files import private_dir
+from tickwork.store.pg_listen import EnqueueListener
 from tickwork.worker.pool import WorkerPool
 
 log = logging.getLogger("tickwork")
@@ -73,6 +74,8 @@ class Embedded:
     pool_id: str  # the worker pool's id (in task runs, and on the dashboard's workers page)
     facts: FactsSource  # the database's facts, for /metrics and status
     health: Health  # /livez and /readyz
+    #: The scheduler's LISTEN for outbox enqueues (PostgreSQL only; None on SQLite).
+    listener: EnqueueListener | None = None
 
 
 def embedded_queues(settings: Settings) -> tuple[str, ...]:

@@ -55,7 +55,7 @@ from tickwork.ports import Broker, CancelSignals, LeaseStore, Runner, Store, Wor
 from tickwork.runtime.retry import through_outages
 from tickwork.runtime.supervisor import supervise
 from tickwork.scheduler.history import HistoryConfig, maintain_history
-from tickwork.scheduler.loop import Scheduler
+from tickwork.scheduler.loop import Scheduler, SchedulerConfig
 from tickwork.security.files import private_sqlite
 from tickwork.security.secrets import SecretCipher, cipher_from
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
@@ -424,11 +424,14 @@ def wire(
     clock: Callable[[], datetime] = utcnow,
     runners: Mapping[TaskKind, Runner] | None = None,
     hooks: Hooks | None = None,
+    scheduler_config: SchedulerConfig | None = None,
 ) -> Embedded:
     """The embedded runtime around an open, migrated store: an in-process broker and cancel
     signals, one scheduler, one worker pool and the services of the API, measured (metrics).
     Tests build it directly (and run its loops themselves); ``build_embedded`` builds it for
-    a process."""
+    a process. On PostgreSQL the scheduler also listens for enqueues committed by
+    ``tickwork.outbox`` (``Embedded.listener``)."""
+    listener = store.enqueue_listener() if isinstance(store, SqlStore) else None
     store, broker = instrumented(settings, store, MemoryBroker())
     cancels = MemoryCancelSignals()
     guard = url_guard(settings)
@@ -438,8 +441,9 @@ def wire(
     if hooks is None:
         hooks = Hooks(url_guard=runner_guard(guard), on_error=CallbackErrorLog(store, clock))
     scheduler = Scheduler(
-        store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks
-    )
+        store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks,
+        config=scheduler_config, listen=listener.run if listener else None,
+    )  # fmt: skip
     pool = WorkerPool(
         store,
         broker,
@@ -465,7 +469,9 @@ def wire(
     )
     facts = FactsSource(store, clock)
     health = Health("embedded", dependencies={"database": store.schema_revision})
-    return Embedded(store, broker, scheduler, pool, services, cancels, pool_id, facts, health)
+    return Embedded(
+        store, broker, scheduler, pool, services, cancels, pool_id, facts, health, listener
+    )
 
 
 async def build_embedded(process: Process) -> None:
@@ -519,7 +525,11 @@ async def build_scheduler(process: Process) -> None:
     store, broker = instrumented(s, opened, distributed_broker(process))
     leases = coordination(process)
     built_hooks = hooks(process, store, url_guard(s))
-    replica = scheduler_replica(s, store, broker, built_hooks, clock=utcnow, leases=leases)
+    listener = opened.enqueue_listener()  # outbox commits wake the leader (PostgreSQL NOTIFY)
+    replica = scheduler_replica(
+        s, store, broker, built_hooks, clock=utcnow, leases=leases,
+        listen=listener.run if listener else None,
+    )  # fmt: skip
     holder = replica.status.holder
     log.info(
         "scheduler replica %s campaigning (lease TTL %.0f s, in %s)",

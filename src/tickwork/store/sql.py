@@ -82,10 +82,11 @@ from tickwork.store import (
 from tickwork.store import runs as run_queries
 from tickwork.store.common import conflict_from
 from tickwork.store.dialect import Dialect
-from tickwork.store.engine import Engines, create_engines
+from tickwork.store.engine import Engines, create_engines, libpq_conninfo
 from tickwork.store.idempotency import keyed
 from tickwork.store.pg_dialect import PostgresDialect
 from tickwork.store.pg_direct import DirectWriter
+from tickwork.store.pg_listen import EnqueueListener
 from tickwork.store.run_rows import rows_of_copies
 from tickwork.store.schema import TABLES_CHILDREN_FIRST, on_dialect
 from tickwork.store.sqlite_dialect import SqliteDialect
@@ -129,6 +130,13 @@ class SqlStore:
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
         return self._d.name
+
+    def enqueue_listener(self) -> EnqueueListener | None:
+        """A listener for enqueues committed by ``tickwork.outbox`` (PostgreSQL); None on
+        SQLite, where nothing else writes the database."""
+        if self.dialect != "postgresql":
+            return None
+        return EnqueueListener(libpq_conninfo(self._engines.write.url))
 
     async def _write(self, work: Callable[[Connection], T]) -> T:
         return await self._run(self._engines.writers, self._engines.write, work)
