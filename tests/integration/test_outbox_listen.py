@@ -25,8 +25,9 @@ from tickwork.core.model import RunState
 from tickwork.core.params import ParamsContract
 from tickwork.ids import new_id
 from tickwork.ports import Broker, Delivery, Store
-from tickwork.scheduler.ha import HAConfig, HAScheduler, Role, ha_scheduler
+from tickwork.scheduler.ha import HAConfig, HAScheduler, ha_scheduler
 from tickwork.scheduler.loop import SchedulerConfig
+from tickwork.serve.cluster import leads
 from tickwork.serve.embedded import Embedded
 from tickwork.serve.wiring import wire
 from tickwork.store.pg_listen import EnqueueListener
@@ -182,7 +183,7 @@ async def test_leader_dying_between_commit_and_dispatch_new_leader_dispatches_on
         await listening(old_ear)
         await eventually(lambda: asyncio.sleep(0, old.scheduler.passes), lambda n: n >= 1)
         tasks.append(asyncio.create_task(new.run()))
-        assert new.status.role is Role.STANDBY
+        assert not leads(new)
         assert new_ear is not None and new_ear.connections == 0  # only the leader listens
 
         run_id = commit_one(conn, "failover")
@@ -190,7 +191,7 @@ async def test_leader_dying_between_commit_and_dispatch_new_leader_dispatches_on
         tasks[1].cancel()  # the leader dies before queueing anything
 
         assert await succeeded(rt.store, run_id) == [1]
-        assert new.status.role is Role.LEADER
+        assert leads(new)
         detail = await rt.store.get_run(run_id)
         assert detail is not None
         assert broker.published == [detail.task_runs[0].id]  # dispatched exactly once
