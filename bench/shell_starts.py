@@ -3,15 +3,14 @@
     .venv/bin/python bench/shell_starts.py [--tasks 2000] [--concurrency 8] [--rounds 3]
 
 Runs ``true`` as a shell task through the worker's ``ShellRunner`` (own session and process
-group, stdout/stderr piped and captured, exit awaited), ``--concurrency`` at a time on one
-event loop, as a worker's slots do; no store or broker, so this is the ceiling of the task
-runtime alone. Each round is measured once per way asyncio can learn that a child exited:
+group under its supervisor, stdout/stderr piped and captured, exit awaited), ``--concurrency``
+at a time on one event loop, as a worker's slots do; no store or broker, so this is the
+ceiling of the task runtime alone. Each round is measured once that way (``runner``) and once
+with plain ``subprocess.Popen`` + ``wait`` on threads (``popen``: fork/exec and reaping only,
+no supervisor, no pipes, no event loop), the floor of what starting a process costs here.
 
-  threaded  Python 3.11's default child watcher: one thread per child, blocked in waitpid();
-  pidfd     a pidfd per child, watched by the event loop itself (Python 3.12's default).
-
-and once with plain ``subprocess.Popen`` + ``wait`` on threads (fork/exec and reaping only,
-no pipes, no event loop), the floor of what starting a process costs here.
+Before/after a change to the runner, run this file of both trees in one session, alternating
+(see bench/README.md, "Shell starts").
 """
 
 from __future__ import annotations
@@ -66,18 +65,8 @@ async def _runner_round(tasks: int, concurrency: int) -> float:
     return tasks / (time.perf_counter() - start)
 
 
-def _in_loop(watcher: str, tasks: int, concurrency: int) -> float:
-    loop = asyncio.new_event_loop()
-    chosen: asyncio.AbstractChildWatcher = (
-        asyncio.PidfdChildWatcher() if watcher == "pidfd" else asyncio.ThreadedChildWatcher()
-    )
-    asyncio.set_child_watcher(chosen)
-    chosen.attach_loop(loop)
-    try:
-        return loop.run_until_complete(_runner_round(tasks, concurrency))
-    finally:
-        chosen.close()
-        loop.close()
+def _in_loop(tasks: int, concurrency: int) -> float:
+    return asyncio.run(_runner_round(tasks, concurrency))
 
 
 def _popen_round(tasks: int, concurrency: int) -> float:
@@ -96,13 +85,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    rates: dict[str, list[float]] = {"threaded": [], "pidfd": [], "popen": []}
+    rates: dict[str, list[float]] = {"runner": [], "popen": []}
     for _ in range(args.rounds):  # alternating, so drifting load hits every way alike
-        for way, values in rates.items():
-            if way == "popen":
-                values.append(_popen_round(args.tasks, args.concurrency))
-            else:
-                values.append(_in_loop(way, args.tasks, args.concurrency))
+        rates["runner"].append(_in_loop(args.tasks, args.concurrency))
+        rates["popen"].append(_popen_round(args.tasks, args.concurrency))
     for way, values in rates.items():
         shown = ", ".join(f"{v:,.0f}" for v in values)
         print(f"{way:<9} median {statistics.median(values):>7,.0f} starts/s  ({shown})")

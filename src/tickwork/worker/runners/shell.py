@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import codecs
 import os
 import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Mapping
 from contextlib import suppress
@@ -20,6 +18,7 @@ from tickwork.core.model import TaskRun
 from tickwork.ports import LogSink, RunResult
 from tickwork.worker import tasksup
 from tickwork.worker.runners._wait import Ending, ended, wait_for_end
+from tickwork.worker.spawn import Child, Spawner
 from tickwork.worker.tree import kill_attempt
 
 # Each attempt runs under its own supervisor (worker/tasksup.py), started without site
@@ -101,8 +100,10 @@ class ShellRunner:
         base_env: Mapping[str, str] | None = None,
         kill_grace: float = 0.5,
         drain_grace: float = 0.5,
+        spawner: Spawner | None = None,
     ) -> None:
         self._base_env = base_env
+        self._spawner = spawner or Spawner()
         self._kill_grace = kill_grace
         self._drain_grace = drain_grace
 
@@ -122,57 +123,45 @@ class ShellRunner:
             env |= {"PYTHONCOERCECLOCALE": "0", tasksup.DROP: "PYTHONCOERCECLOCALE"}
         try:
             _check_startable(spec, env)
-            transport, protocol = await self._spawn(spec, env, log)
+            child = await self._spawn(spec, env, log)
         except OSError as exc:
             return RunResult(ok=False, error=_spawn_error(exc, spec))
         try:
-            return await self._supervise(transport, protocol, task_run, cancel)
+            return await self._supervise(child, task_run, cancel, log)
         except BaseException:
             # The worker itself is being cancelled: leave no process behind, and wait (briefly)
             # until it is reaped so the loop is not closed under a running child.
-            _signal_group(transport.get_pid(), signal.SIGKILL)
+            _signal_group(child.pid, signal.SIGKILL)
             kill_attempt(task_run.id, task_run.attempt)
-            await asyncio.wait({protocol.exited}, timeout=self._kill_grace)
+            await asyncio.wait({child.exited}, timeout=self._kill_grace)
             raise
         finally:
-            transport.close()
+            child.close()
 
-    async def _spawn(
-        self, spec: ShellSpec, env: Mapping[str, str], log: LogSink
-    ) -> tuple[asyncio.SubprocessTransport, _OutputProtocol]:
-        loop = asyncio.get_running_loop()
-        return await loop.subprocess_exec(
-            lambda: _OutputProtocol(log, loop),
-            *SUPERVISOR,
-            *spec.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=spec.cwd,
-            env=env,
-            start_new_session=True,
+    async def _spawn(self, spec: ShellSpec, env: Mapping[str, str], log: LogSink) -> Child:
+        def output(fd: int, text: str) -> None:
+            log.write(_STREAMS[fd], text)
+
+        return await self._spawner.spawn(
+            (*SUPERVISOR, *spec.argv), env=env, cwd=spec.cwd, on_output=output
         )
 
     async def _supervise(
-        self,
-        transport: asyncio.SubprocessTransport,
-        protocol: _OutputProtocol,
-        task_run: TaskRun,
-        cancel: asyncio.Event,
+        self, child: Child, task_run: TaskRun, cancel: asyncio.Event, log: LogSink
     ) -> RunResult:
-        pgid = transport.get_pid()  # a new session: the group id is the leader's pid
+        pgid = child.pid  # a new session: the group id is the leader's pid
         timeout = task_run.timeout
-        ending = await wait_for_end(protocol.exited, timeout, cancel)
+        ending = await wait_for_end(child.exited, timeout, cancel)
         if ending is not Ending.DONE:
-            protocol.log.write("system", f"{ending.value}: stopping process group {pgid}\n")
-            await self._stop(pgid, protocol.exited)
+            log.write("system", f"{ending.value}: stopping process group {pgid}\n")
+            await self._stop(pgid, child.exited)
             # What left the group (setsid) is found by its TICKWORK_* variables.
             if escaped := kill_attempt(task_run.id, task_run.attempt):
-                protocol.log.write("system", f"killed {escaped} process(es) outside the group\n")
-        await self._drain(pgid, protocol.drained)
+                log.write("system", f"killed {escaped} process(es) outside the group\n")
+        await self._drain(pgid, child.drained)
         if ending is not Ending.DONE:
             return ended(ending, timeout)
-        returncode = transport.get_returncode()
+        returncode = child.returncode
         assert returncode is not None
         return _exit_result(returncode)
 
@@ -192,36 +181,6 @@ class ShellRunner:
         # If it escaped the group (setsid) it keeps the pipes: closing the transport stops
         # our reading.
         await asyncio.wait({drained}, timeout=self._drain_grace)
-
-
-class _OutputProtocol(asyncio.SubprocessProtocol):
-    """Streams a child's stdout/stderr to the sink as it arrives; reports exit and EOF.
-
-    ``exited`` resolves when the process exits, whatever holds its pipes; ``drained`` when
-    both pipes are closed. (``Process.wait()`` would wait for both.)
-    """
-
-    def __init__(self, log: LogSink, loop: asyncio.AbstractEventLoop) -> None:
-        self.log = log
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.drained: asyncio.Future[None] = loop.create_future()
-        # Incremental decoding keeps a multi-byte character split across reads intact.
-        self._decoders = {fd: codecs.getincrementaldecoder("utf-8")("replace") for fd in (1, 2)}
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if isinstance(data, bytes) and (text := self._decoders[fd].decode(data)):
-            self.log.write(_STREAMS[fd], text)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        decoder = self._decoders.pop(fd, None)
-        if decoder is not None and (tail := decoder.decode(b"", final=True)):
-            self.log.write(_STREAMS[fd], tail)
-        if not self._decoders and not self.drained.done():
-            self.drained.set_result(None)
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
 
 
 def _check_startable(spec: ShellSpec, env: Mapping[str, str]) -> None:
