@@ -89,3 +89,22 @@ def test_a_bad_config_file_is_one_error_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["job", "list", "--config", str(config)])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: config.colour: unknown setting in ")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        (["--autoscale", "8"], {}, "error: autoscale: must be MIN:MAX, such as 2:16, not '8'"),
+        (["--autoscale", "0:4"], {}, "error: autoscale: MIN must be 1 or more, not 0"),
+        (["--autoscale", "5:2"], {}, "error: autoscale: MAX must be MIN (5) or more, not 2"),
+        (["--autoscale", "a:b"], {}, "error: autoscale: MIN and MAX must be whole numbers"),
+        (["--autoscale", "1:4", "--concurrency", "2"], {}, "error: autoscale: give --autoscale"),
+        ([], {"TICKWORK_AUTOSCALE": "4"}, "error: autoscale: must be MIN:MAX"),
+    ],
+)
+def test_bad_autoscale_bounds_are_one_error_line_before_anything_starts(
+    args: list[str], env: dict[str, str], line: str
+) -> None:
+    url = {"TICKWORK_DATABASE_URL": "postgresql://127.0.0.1:1/never-reached"}
+    result = CliRunner().invoke(app, ["worker", *args], env={**url, **env})
+    assert error_line(result).startswith(line)

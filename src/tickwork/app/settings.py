@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from tickwork.core.autoscale import Bounds, parse_bounds
 from tickwork.core.errors import ValidationError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -57,6 +58,7 @@ class Settings:
     # -- worker (`up` runs one too)
     queues: tuple[str, ...] = ()  # (): by process kind (worker: default; up: every queue, *)
     concurrency: int = os.cpu_count() or 2  # tasks run at once
+    autoscale: str = ""  # worker: MIN:MAX, concurrency follows the backlog; "": fixed
     grace: float = 0.0  # seconds running tasks get to finish on SIGTERM; 0: by process kind
     # -- HTTP API (`up` serves one too)
     host: str = "127.0.0.1"
@@ -79,6 +81,12 @@ class Settings:
             raise ValidationError("metrics", f"must be on or off, not {self.metrics!r}")
         if self.concurrency < 1:
             raise ValidationError("concurrency", f"must be 1 or more, not {self.concurrency}")
+        self.autoscale_bounds  # noqa: B018 (refuses a malformed MIN:MAX now, not at start)
+
+    @property
+    def autoscale_bounds(self) -> Bounds | None:
+        """``autoscale`` parsed, or None when the concurrency is fixed."""
+        return parse_bounds(self.autoscale) if self.autoscale else None
 
     @property
     def effective_database_url(self) -> str:

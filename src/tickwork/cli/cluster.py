@@ -55,6 +55,14 @@ def worker(
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Tasks run at once.", show_default="CPU count")
     ] = None,
+    autoscale: Annotated[
+        str | None,
+        typer.Option(
+            metavar="MIN:MAX",
+            help="Grow and shrink the tasks run at once between MIN and MAX with the queues' "
+            "backlog and the tasks' durations (starts at MIN; instead of --concurrency).",
+        ),
+    ] = None,
     grace: Annotated[
         float | None,
         typer.Option(
@@ -67,10 +75,16 @@ def worker(
     metrics_port: MetricsPortOption = None,
 ) -> None:
     """Run a worker process: takes task runs from Redis, records them in PostgreSQL."""
+    if autoscale is not None and concurrency is not None:
+        with reported_errors():
+            from tickwork.core.errors import ValidationError
+
+            raise ValidationError("autoscale", "give --autoscale or --concurrency, not both")
     settings = cluster_settings(
         ctx,
         queues=_queues(queues),
         concurrency=concurrency,
+        autoscale=autoscale,
         grace=grace,
         log_format=format_of(log_format),
         metrics_port=metrics_port,

@@ -120,12 +120,11 @@ async def _warn_new(facts: FactsSource, warned: set[str]) -> set[str]:
     return unserved
 
 
-def track_slots(pool: WorkerPool, concurrency: int) -> None:
-    """This process's busy and free worker slots, read at scrape time."""
-    metrics.WORKER_CONCURRENCY.set(concurrency)
-    metrics.WORKER_SLOTS.labels("busy").set_function(
-        lambda: float(min(pool.active_count, concurrency))
-    )
+def track_slots(pool: WorkerPool) -> None:
+    """This process's concurrency (it moves with ``--autoscale``) and its busy and free
+    worker slots, read at scrape time."""
+    metrics.WORKER_CONCURRENCY.set_function(lambda: float(pool.concurrency))
+    metrics.WORKER_SLOTS.labels("busy").set_function(lambda: float(pool.busy))
     metrics.WORKER_SLOTS.labels("free").set_function(
-        lambda: float(max(concurrency - pool.active_count, 0))
+        lambda: float(max(pool.concurrency - pool.busy, 0))
     )

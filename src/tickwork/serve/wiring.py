@@ -60,6 +60,7 @@ from tickwork.security.files import private_sqlite
 from tickwork.security.secrets import SecretCipher, cipher_from
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
 from tickwork.serve.api import read_app
+from tickwork.serve.autoscale import autoscale, reregister
 from tickwork.serve.brokers import open_broker, open_cancels
 from tickwork.serve.cluster import (
     keep_campaigning,
@@ -494,7 +495,7 @@ async def build_embedded(process: Process) -> None:
     await register(process, rt.store, process_info(rt.pool_id, "embedded", queues, s.concurrency))
     metrics.LEADER.set(1)  # the only scheduler there is
     process.stack.callback(metrics.LEADER.set, 0)
-    track_slots(rt.pool, s.concurrency)
+    track_slots(rt.pool)
     process.loop("scheduler", rt.scheduler.run())
     process.loop("worker-pool", rt.pool.run())
     history = HistoryConfig(s.retention_days or None)
@@ -560,20 +561,26 @@ async def build_worker(process: Process) -> None:
     store, broker = instrumented(s, opened, distributed_broker(process, consumer=wid))
     cancels = distributed_cancels(process)
     guard = url_guard(s)
+    bounds = s.autoscale_bounds
+    concurrency = bounds.low if bounds else s.concurrency
     pool = WorkerPool(
         store,
         broker,
         with_secrets(runners_of(s, runners(process, guard)), store, cipher_from(os.environ, None)),
-        PoolConfig(worker_id=wid, queues=queues, concurrency=s.concurrency),
+        PoolConfig(worker_id=wid, queues=queues, concurrency=concurrency),
         clock=utcnow,
         rand=random.random,
         hooks=hooks(process, store, guard),
         cancels=cancels,
     )
-    await register(process, store, process_info(wid, "worker", queues, s.concurrency))
-    log.info("worker %s taking %s (%d at once)", wid, ",".join(queues), s.concurrency)
-    track_slots(pool, s.concurrency)
+    info = process_info(wid, "worker", queues, concurrency)
+    await register(process, store, info)
+    log.info("worker %s taking %s (%s at once)", wid, ",".join(queues), s.autoscale or concurrency)
+    track_slots(pool)
     process.loop("worker-pool", pool.run())
+    if bounds is not None:
+        scaling = autoscale(pool, broker, queues, bounds, on_change=reregister(store, info))
+        process.loop("worker-autoscale", scaling)
     process.loop("worker-registry", registry_beats(store, wid, lambda: pool.active_count))
     process.on_stop(lambda: pool.drain(s.grace_for(WORKER_GRACE)))
     health = Health(

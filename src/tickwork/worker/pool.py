@@ -26,6 +26,7 @@ from tickwork.ports import (
 )
 from tickwork.runtime.batch import Batcher
 from tickwork.runtime.retry import through_outages
+from tickwork.runtime.slots import Slots
 from tickwork.runtime.supervisor import supervise
 from tickwork.worker.logs import TaskLog, log_max_bytes
 
@@ -62,6 +63,7 @@ class _Active:
     cancel: asyncio.Event
     task: asyncio.Task[None] | None = None
     started: bool = False  # holds a slot (False: claimed ahead, still waiting)
+    since: float = 0.0  # time.monotonic() when it got its slot
 
 
 def with_inputs(task_run: TaskRun) -> TaskRun:
@@ -114,7 +116,7 @@ class WorkerPool:
         self._hooks = hooks
         self._hooked: dict[str, _Hooked] = {}  # task run id -> until its callbacks fire
         self._active: dict[str, _Active] = {}
-        self._slots = asyncio.Semaphore(config.concurrency)
+        self._slots = Slots(config.concurrency)
         self._room = asyncio.Event()  # set when a held task run finishes
         self._avg_duration = config.expected_duration  # seconds; moving average of attempts
         self._draining = asyncio.Event()
@@ -128,6 +130,32 @@ class WorkerPool:
     @property
     def active_count(self) -> int:
         return len(self._active)
+
+    @property
+    def concurrency(self) -> int:
+        """Tasks run at once now (``resize`` moves it)."""
+        return self._slots.limit
+
+    @property
+    def busy(self) -> int:
+        """Slots running a task now (task runs claimed ahead wait without one)."""
+        return self._slots.used
+
+    @property
+    def avg_duration(self) -> float:
+        """Seconds an attempt takes here: the moving average of finished attempts (a guess
+        until measured), or the mean time the running ones have run so far when longer."""
+        ages = [a.since for a in self._active.values() if a.started]
+        if not ages:
+            return self._avg_duration
+        running = time.monotonic() - sum(ages) / len(ages)
+        return max(self._avg_duration, running)
+
+    def resize(self, concurrency: int) -> None:
+        """Run up to ``concurrency`` tasks at once from now; running tasks are not
+        interrupted when it shrinks (it takes effect as they finish)."""
+        self._slots.resize(concurrency)
+        self._room.set()  # more capacity: the fetch loop may take more
 
     async def run(self) -> None:
         """Run until cancelled; call ``drain`` first for a clean stop (nothing half-written)."""
@@ -209,8 +237,9 @@ class WorkerPool:
 
     def _capacity(self) -> int:
         wait, avg = self._config.prefetch_wait, max(self._avg_duration, 1e-4)
-        prefetch = min(int(self._config.concurrency * wait / avg), self._config.max_prefetch)
-        return self._config.concurrency + prefetch
+        concurrency = self._slots.limit
+        prefetch = min(int(concurrency * wait / avg), self._config.max_prefetch)
+        return concurrency + prefetch
 
     async def _wait_for_slots(self) -> int:
         while (free := self._capacity() - len(self._active)) <= 0:
@@ -239,7 +268,7 @@ class WorkerPool:
     # -- executing ---------------------------------------------------------------------
     async def _execute(self, active: _Active) -> None:
         async with self._slots:
-            active.started = True
+            active.started, active.since = True, time.monotonic()
             await self._execute_in_slot(active)
 
     async def _execute_in_slot(self, active: _Active) -> None:
