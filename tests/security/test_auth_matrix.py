@@ -50,6 +50,7 @@ JOB_ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{API}/jobs/{{name}}/runs/batch"): "run",
     ("POST", f"{API}/runs/{{run_id}}/cancel"): "run-of",
     ("POST", f"{API}/runs/{{run_id}}/retry"): "run-of",
+    ("POST", f"{API}/runs/{{run_id}}/replay"): "run-of",
     ("POST", f"{API}/task-runs/{{task_run_id}}/cancel"): "run-of",
     ("POST", f"{API}/task-runs/{{task_run_id}}/retry"): "run-of",
 }

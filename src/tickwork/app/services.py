@@ -47,6 +47,7 @@ from tickwork.ports import (
     Delivery,
     JobFilter,
     KeyReceipt,
+    RunFilter,
     RunPage,
     Store,
     TimeWindow,
@@ -165,6 +166,8 @@ class Services:
         if where is not None and where.schedule_kind not in (None, *ScheduleKind):
             kinds = ", ".join(ScheduleKind)
             raise ValidationError("schedule_kind", f"must be one of {kinds}")
+        if where is not None and where.last_state not in (None, *RunState):
+            raise ValidationError("last_state", f"must be one of {', '.join(RunState)}")
         jobs = await self.store.list_jobs(limit=limit, after=after, where=where)
         next_after = jobs[-1].name if len(jobs) == limit else None
         return JobPage(jobs=jobs, next_after=next_after)
@@ -296,17 +299,21 @@ class Services:
         limit: int = 50,
         cursor: str | None = None,
         window: TimeWindow | None = None,
+        also: RunFilter | None = None,
     ) -> RunPage:
         """Runs newest first; ``job`` is a job name, ``state`` a run state or ``dead``,
-        ``window`` bounds the logical date and the start time."""
+        ``window`` bounds the logical date and the start time, ``also`` the trigger and a
+        tag of the job."""
         _check_limit(limit, 1000)
         if state is not None and state not in RUN_STATE_FILTERS:
             raise ValidationError("state", f"must be one of {', '.join(RUN_STATE_FILTERS)}")
+        if also is not None and also.trigger not in (None, *RunTrigger):
+            raise ValidationError("trigger", f"must be one of {', '.join(RunTrigger)}")
         for name in TimeWindow.__slots__:
             _require_aware(getattr(window, name, None), name)
         job_id = (await self.get_job(job)).id if job is not None else None
         return await self.store.list_runs(
-            job_id=job_id, state=state, limit=limit, cursor=cursor, window=window
+            job_id=job_id, state=state, limit=limit, cursor=cursor, window=window, also=also
         )
 
     async def dead_letters(
@@ -344,6 +351,19 @@ class Services:
             raise Conflict(
                 "run", f"run {run_id} has no failed, upstream_failed or cancelled task to retry"
             )
+        self._wake()
+        return await self.get_run(run_id)
+
+    async def replay_run(self, run_id: str) -> RunDetail:
+        """Mark a finished run for replay: every task runs again (one more attempt each,
+        due now, the history kept), in DAG order; ``Conflict`` while the run is unfinished."""
+        detail = await self.get_run(run_id)
+        if detail.run.state not in FINISHED_RUN_STATES:
+            raise Conflict(
+                "run", f"run {run_id} is {detail.run.state}; only a finished run can be replayed"
+            )
+        if not await self.store.replay_run(run_id, self._clock()):
+            raise Conflict("run", f"run {run_id} changed meanwhile; look at it again")
         self._wake()
         return await self.get_run(run_id)
 

@@ -177,6 +177,16 @@ async def retry_run(ctx: Ctx) -> Response:
     return back(ctx.request, f"/runs/{run_id}", "Failed tasks retried")
 
 
+async def replay_run(ctx: Ctx) -> Response:
+    """Mark a finished run for replay: every task of it runs again, the history kept."""
+    run_id = ctx.request.path_params["run_id"]
+    await _run_allowed(ctx, run_id)
+    detail = await ctx.services.replay_run(run_id)
+    tasks = len(detail.task_runs)
+    await record(ctx, "replay_run", f"run:{run_id}", {"tasks": tasks})
+    return back(ctx.request, f"/runs/{run_id}", f"Marked for replay: {tasks} task(s) run again")
+
+
 async def cancel_task(ctx: Ctx) -> Response:
     task_run_id = ctx.request.path_params["task_run_id"]
     task_run = await ctx.store.get_task_run(task_run_id)
@@ -227,6 +237,7 @@ ROUTES = (
     ("/jobs/{name}/delete", delete),
     ("/runs/{run_id}/cancel", cancel_run),
     ("/runs/{run_id}/retry", retry_run),
+    ("/runs/{run_id}/replay", replay_run),
     ("/task-runs/{task_run_id}/cancel", cancel_task),
     ("/task-runs/{task_run_id}/retry", retry_task),
     ("/dead-letters/retry", retry_dead_letters),

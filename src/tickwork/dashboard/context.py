@@ -42,15 +42,19 @@ class Site:
     def store(self) -> Store:
         return self.services.store
 
-    async def workers(self, now: datetime) -> list[WorkerInfo]:
+    async def processes(self, now: datetime) -> list[WorkerInfo]:
+        """Registered processes (workers, scheduler replicas, ``tickwork up``) alive lately."""
+        found = await self.store.list_workers(seen_since=now - WORKER_ALIVE)
+        return [w for w in found if w.stopped_at is None]
+
+    async def workers(
+        self, now: datetime, processes: list[WorkerInfo] | None = None
+    ) -> list[WorkerInfo]:
         """Live workers: registered ones that heart-beat lately, plus the in-process pool."""
         local = None if self.local_worker is None else self.local_worker.id
-        found = [
-            w
-            for w in await self.store.list_workers(seen_since=now - WORKER_ALIVE)
-            # The registry holds scheduler replicas too, and `tickwork up` itself.
-            if w.stopped_at is None and w.kind != "scheduler" and w.id != local
-        ]
+        alive = await self.processes(now) if processes is None else processes
+        # The registry holds scheduler replicas too, and `tickwork up` itself.
+        found = [w for w in alive if w.kind != "scheduler" and w.id != local]
         if self.local_worker is not None:
             found.insert(0, _with_heartbeat(self.local_worker, now))
         return found

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from tickwork.api.schemas import JobRead
 from tickwork.core.errors import ValidationError
 from tickwork.core.layout import layout
-from tickwork.core.model import Job, Schedule
+from tickwork.core.model import Job, RunState, Schedule
 from tickwork.core.schedule import upcoming
 from tickwork.dashboard.context import Ctx
 from tickwork.dashboard.svg import dag_of_job
@@ -33,15 +33,19 @@ FIRES_PER_SCHEDULE = CALENDAR_DAYS * 24 * 60
 
 
 async def jobs(ctx: Ctx) -> Response:
-    state = ctx.query("state")
-    kind = ctx.query("kind")
+    state, last = ctx.query("state"), ctx.query("last")
     if state not in (None, "paused", "active"):
         raise ValidationError("state", "must be paused or active")
+    if last not in (None, *RunState):
+        raise ValidationError("last", f"must be one of {', '.join(RunState)}")
+    filters = {n: ctx.query(n) or "" for n in ("q", "tag", "state", "kind", "queue", "last")}
     where = JobFilter(
         name_prefix=ctx.query("q"),
         tag=ctx.query("tag"),
         paused=None if state is None else state == "paused",
-        schedule_kind=kind,
+        schedule_kind=ctx.query("kind"),
+        queue=ctx.query("queue"),
+        last_state=last,
     )
     page = await ctx.services.list_jobs(limit=JOBS_PER_PAGE, after=ctx.query("after"), where=where)
     strips = await ctx.store.recent_run_states([j.id for j in page.jobs], STRIP_RUNS)
@@ -52,12 +56,9 @@ async def jobs(ctx: Ctx) -> Response:
         jobs=page.jobs,
         next_after=page.next_after,
         strips={k: list(reversed(v)) for k, v in strips.items()},
-        filters={
-            "q": ctx.query("q") or "",
-            "tag": ctx.query("tag") or "",
-            "state": state or "",
-            "kind": kind or "",
-        },
+        filters=filters,
+        kept={k: v for k, v in filters.items() if v},
+        run_states=[s.value for s in RunState],
     )
 
 

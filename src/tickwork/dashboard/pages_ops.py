@@ -15,6 +15,7 @@ from tickwork.core.errors import ValidationError
 from tickwork.dashboard.context import Ctx
 from tickwork.dashboard.events import RETRY_MS, next_event, sse
 from tickwork.dashboard.svg import state_bars
+from tickwork.ports import WorkerInfo
 
 LEASE = "scheduler"
 DEAD_LETTER_CAP = 10_000
@@ -29,6 +30,8 @@ async def overview(ctx: Ctx) -> Response:
                  await store.run_state_counts(now - timedelta(days=1)))  # fmt: skip
     lateness = sorted(await store.start_lateness(now - timedelta(hours=1), LATENESS_SAMPLE))
     depths = await store.queue_depths()
+    processes = await ctx.site.processes(now)
+    lease = await store.get_lease(LEASE)
     queues: dict[str, dict[str, Any]] = defaultdict(lambda: {"depth": 0, "oldest": None})
     for d in depths:
         q = queues[d.queue]
@@ -45,13 +48,20 @@ async def overview(ctx: Ctx) -> Response:
         p99=_quantile(lateness, 0.99),
         samples=len(lateness),
         queues=sorted(queues.items()),
-        workers=await ctx.site.workers(now),
-        lease=await store.get_lease(LEASE),
+        workers=await ctx.site.workers(now, processes),
+        lease=lease,
+        standbys=standbys(processes, lease.holder if lease else None),
         embedded=ctx.site.local_worker is not None,
         dead=await store.dead_letter_count(DEAD_LETTER_CAP),
         dead_cap=DEAD_LETTER_CAP,
         failing=await store.failing_now(now - timedelta(hours=1), FAILING_ROWS),
     )
+
+
+def standbys(processes: list[WorkerInfo], leader: str | None) -> list[WorkerInfo]:
+    """Live scheduler replicas (and ``tickwork up`` processes) that do not hold the lease:
+    they campaign for it and take over if the leader stops, as ``GET /status`` lists them."""
+    return [w for w in processes if w.kind != "worker" and w.id != leader]
 
 
 def _quantile(values: list[float], q: float) -> float | None:

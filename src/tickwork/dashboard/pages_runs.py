@@ -14,12 +14,19 @@ from starlette.responses import Response, StreamingResponse
 from tickwork.app.job_changes import PARAMS_ENV
 from tickwork.app.services import RUN_STATE_FILTERS, utc_now
 from tickwork.core.errors import ValidationError
-from tickwork.core.model import LogChunk, RunDetail, TaskKind, TaskRun, TaskRunState
+from tickwork.core.model import (
+    LogChunk,
+    RunDetail,
+    RunTrigger,
+    TaskKind,
+    TaskRun,
+    TaskRunState,
+)
 from tickwork.dashboard.context import Ctx
 from tickwork.dashboard.events import PING_EVERY, RETRY_MS, Event, sse
 from tickwork.dashboard.pages_ops import SSE_HEADERS
 from tickwork.dashboard.svg import dag, gantt
-from tickwork.ports import TimeWindow
+from tickwork.ports import RunFilter, TimeWindow
 from tickwork.security.masking import mask_json, mask_text
 
 RUNS_PER_PAGE = 50
@@ -48,15 +55,17 @@ async def runs(ctx: Ctx) -> Response:
         limit=RUNS_PER_PAGE,
         cursor=ctx.query("cursor"),
         window=window,
+        also=RunFilter(trigger=ctx.query("trigger"), tag=ctx.query("tag")),
     )
-    filters = {n: ctx.query(n) or "" for n in ("job", "state", *_WINDOW)}
+    filters = {n: ctx.query(n) or "" for n in ("job", "state", "trigger", "tag", *_WINDOW)}
     kept = {k: v for k, v in filters.items() if v}
     next_url = (
         f"/runs?{urlencode({**kept, 'cursor': page.next_cursor})}" if page.next_cursor else None
     )
     return await ctx.page(
         "runs.html", title="Runs", nav="runs", runs=page.runs, filters=filters,
-        states=RUN_STATE_FILTERS, next_url=next_url, first_url="/runs?" + urlencode(kept),
+        states=RUN_STATE_FILTERS, triggers=[t.value for t in RunTrigger], next_url=next_url,
+        first_url="/runs?" + urlencode(kept), cursor=ctx.query("cursor"), kept=kept,
     )  # fmt: skip
 
 

@@ -34,6 +34,8 @@ class JobFilter:
     tag: str | None = None
     paused: bool | None = None
     schedule_kind: str | None = None
+    queue: str | None = None
+    last_state: str | None = None  # the state of the job's newest run (by logical date)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,14 @@ class TimeWindow:
     logical_to: datetime | None = None
     started_from: datetime | None = None
     started_to: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """More bounds for ``list_runs``: the run's trigger, a tag its job carries."""
+
+    trigger: str | None = None
+    tag: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

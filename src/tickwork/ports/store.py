@@ -31,6 +31,7 @@ from tickwork.ports.records import (
     Maintenance,
     Materialization,
     RunCopy,
+    RunFilter,
     RunPage,
     TaskKey,
     TimeWindow,
@@ -190,6 +191,7 @@ class Store(
         limit: int = 50,
         cursor: str | None = None,
         window: TimeWindow | None = None,
+        also: RunFilter | None = None,
     ) -> RunPage:
         """Runs newest first (by logical date, then id), keyset-paginated by ``cursor``.
 
@@ -215,6 +217,13 @@ class Store(
 
         Each becomes ``scheduled`` with ``due_at = now``, ``attempt + 1``, and its retry
         policy's ``max_attempts`` raised to that attempt. Returns the task runs changed.
+        """
+
+    async def replay_run(self, run_id: str, now: datetime) -> int:
+        """Run a finished run again: every finished task run of it gets one more attempt
+        (a skipped one keeps its attempt: it never ran), due now; the attempts so far stay
+        in the history. Nothing changes unless the run has finished; ``NotFound`` for an
+        unknown run. Returns how many task runs were re-armed.
         """
 
     async def get_task_run(self, task_run_id: str) -> TaskRun | None:

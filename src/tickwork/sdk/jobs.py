@@ -45,8 +45,11 @@ class JobOperations:
         tag: str | None = None,
         paused: bool | None = None,
         schedule_kind: Literal["now", "at", "cron"] | None = None,
+        queue: str | None = None,
+        last_state: str | None = None,
     ) -> Call[JobPage]:
-        """Jobs by name, filtered; pass the page's ``next_after`` as ``after`` for more."""
+        """Jobs by name, filtered (``last_state``: the state of the job's newest run); pass
+        the page's ``next_after`` as ``after`` for more."""
         params = {
             "limit": limit,
             "after": after,
@@ -54,6 +57,8 @@ class JobOperations:
             "tag": tag,
             "paused": None if paused is None else str(paused).lower(),
             "schedule_kind": schedule_kind,
+            "queue": queue,
+            "last_state": last_state,
         }
         return Call("GET", "/jobs", params=params)
 

@@ -63,9 +63,12 @@ class RunOperations:
         logical_to: str | None = None,
         started_from: str | None = None,
         started_to: str | None = None,
+        trigger: str | None = None,
+        tag: str | None = None,
     ) -> Call[RunPage]:
         """Runs newest first; ``state="dead"`` lists dead-lettered runs. ``*_from`` bounds
-        (ISO instants) are inclusive, ``*_to`` exclusive."""
+        (ISO instants) are inclusive, ``*_to`` exclusive; ``trigger`` why a run exists,
+        ``tag`` a tag its job carries."""
         params = {
             "job": job,
             "state": state,
@@ -75,6 +78,8 @@ class RunOperations:
             "logical_to": logical_to,
             "started_from": started_from,
             "started_to": started_to,
+            "trigger": trigger,
+            "tag": tag,
         }
         return Call("GET", "/runs", params=params)
 
@@ -99,6 +104,11 @@ class RunOperations:
     def retry_run(run_id: str) -> Call[RunDetail]:
         """Replay a run's failed (dead-lettered) or cancelled tasks."""
         return Call("POST", f"/runs/{seg(run_id)}/retry")
+
+    @operation
+    def replay_run(run_id: str) -> Call[RunDetail]:
+        """Mark a finished run for replay: every task runs again, its history kept."""
+        return Call("POST", f"/runs/{seg(run_id)}/replay")
 
     @operation
     def cancel_task_run(task_run_id: str) -> Call[RunDetail]:

@@ -25,7 +25,7 @@ from tickwork.core.backfill import (
     BackfillState,
     Reprocess,
 )
-from tickwork.core.errors import Conflict
+from tickwork.core.errors import Conflict, NotFound
 from tickwork.core.model import RunState, RunTrigger, TaskRun, TaskRunState
 from tickwork.core.states import CANCELLABLE_AT_REST, TERMINAL
 from tickwork.ports.backfills import (
@@ -325,6 +325,20 @@ def _rerun(conn: Connection, run_ids: Sequence[str], priority: int, now: datetim
     far stay in the history. A task run that was skipped never ran: its attempt is kept."""
     if not run_ids:
         return
+    rearm_runs(conn, run_ids, priority, now)
+    for chunk in chunked(list(run_ids)):
+        conn.execute(
+            sa.update(runs).where(runs.c.id.in_(chunk)).values(trigger=RunTrigger.BACKFILL.value)
+        )
+    refresh_runs(conn, run_ids, now)
+
+
+def rearm_runs(
+    conn: Connection, run_ids: Sequence[str], priority: int | None, now: datetime
+) -> int:
+    """Give every finished task run of these runs one more attempt, due ``now``, at
+    ``priority`` (``None``: each keeps its own); how many were re-armed. The caller
+    refreshes the runs' states."""
     changes: list[dict[str, Any]] = []
     for chunk in chunked(list(run_ids)):
         found = conn.execute(
@@ -332,14 +346,28 @@ def _rerun(conn: Connection, run_ids: Sequence[str], priority: int, now: datetim
             .where(task_runs.c.run_id.in_(chunk), task_runs.c.state.in_(_TERMINAL))
             .with_for_update()
         ).mappings()
-        changes += [_rearmed(task_run_from_row(r), priority, now) for r in found]
+        for row in found:
+            tr = task_run_from_row(row)
+            changes.append(_rearmed(tr, tr.priority if priority is None else priority, now))
     if changes:
         conn.execute(_REARM, changes)
-    for chunk in chunked(list(run_ids)):
-        conn.execute(
-            sa.update(runs).where(runs.c.id.in_(chunk)).values(trigger=RunTrigger.BACKFILL.value)
-        )
-    refresh_runs(conn, run_ids, now)
+    return len(changes)
+
+
+def replay_run(conn: Connection, run_id: str, now: datetime) -> int:
+    """Mark a finished run for replay: all its tasks run again (``Store.replay_run``)."""
+    state = conn.scalar(sa.select(runs.c.state).where(runs.c.id == run_id).with_for_update())
+    if state is None:
+        raise NotFound("run", run_id)
+    if state not in _FINISHED_RUN:
+        return 0
+    changed = rearm_runs(conn, [run_id], None, now)
+    refresh_runs(conn, [run_id], now)
+    return changed
+
+
+_FINISHED_RUN = {s.value for s in (RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED,
+                                   RunState.SKIPPED)}  # fmt: skip
 
 
 def _rearmed(tr: TaskRun, priority: int, now: datetime) -> dict[str, Any]:

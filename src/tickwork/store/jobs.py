@@ -89,7 +89,23 @@ def _job_conditions(dialect: Dialect, where: JobFilter) -> list[sa.ColumnElement
         found.append(jobs.c.paused.is_(where.paused))
     if where.schedule_kind is not None:
         found.append(jobs.c.schedule_kind == where.schedule_kind)
+    if where.queue is not None:
+        found.append(jobs.c.queue == where.queue)
+    if where.last_state is not None:
+        found.append(_last_state() == where.last_state)
     return found
+
+
+def _last_state() -> sa.ScalarSelect[Any]:
+    """The state of the job's newest run: one probe of ``ix_runs_job_logical_date_id`` per
+    job read (the name order stops at the page's limit)."""
+    return (
+        sa.select(runs.c.state)
+        .where(runs.c.job_id == jobs.c.id)
+        .order_by(runs.c.logical_date.desc(), runs.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
 
 
 #: Columns a job update never writes: identity, history and the pause switch.

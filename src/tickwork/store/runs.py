@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from tickwork.core.errors import NotFound, ValidationError
 from tickwork.core.model import Job, NewRun, RunDetail, RunState, TaskRun, TaskRunState
 from tickwork.core.states import CANCELLABLE_AT_REST, RETRYABLE, derive_run_state
-from tickwork.ports import DeadLetterPage, JobChanged, RunPage, TimeWindow
+from tickwork.ports import DeadLetterPage, JobChanged, RunFilter, RunPage, TimeWindow
 from tickwork.store.common import chunked, param
 from tickwork.store.dialect import Dialect, Statement
 from tickwork.store.readiness import CHILD_COLUMNS, advance
@@ -129,8 +129,12 @@ def list_runs(
     cursor: str | None,
     *,
     window: TimeWindow | None = None,
+    also: RunFilter | None = None,
+    dialect: Dialect | None = None,
 ) -> RunPage:
     query = runs_query(job_id, state, cursor, window).limit(limit + 1)
+    for condition in _also_conditions(also or RunFilter(), dialect):
+        query = query.where(condition)
     rows = (conn.execute(query)).mappings().all()
     page = [run_from_row(r) for r in rows[:limit]]
     more = len(rows) > limit and bool(page)
@@ -155,6 +159,19 @@ def runs_query(
     if cursor is not None:
         query = query.where(_before(runs.c.logical_date, runs.c.id, decode_cursor(cursor)))
     return query
+
+
+def _also_conditions(also: RunFilter, dialect: Dialect | None) -> list[sa.ColumnElement[bool]]:
+    """By trigger: the (trigger, logical_date, id) index. By tag: the runs of the tagged jobs
+    (a subquery over jobs, a few thousand rows at most) along the logical date index."""
+    found: list[sa.ColumnElement[bool]] = []
+    if also.trigger is not None:
+        found.append(runs.c.trigger == also.trigger)
+    if also.tag is not None:
+        assert dialect is not None, "a tag filter needs the store's dialect"
+        tagged = sa.select(jobs.c.id).where(dialect.json_array_contains(jobs.c.tags, also.tag))
+        found.append(runs.c.job_id.in_(tagged))
+    return found
 
 
 def _window_conditions(window: TimeWindow) -> list[sa.ColumnElement[bool]]:

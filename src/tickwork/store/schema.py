@@ -129,6 +129,14 @@ sa.Index(
     postgresql_where=jobs.c.deleted_at.is_(None),
 )
 sa.Index("ix_jobs_next_fire_at", jobs.c.next_fire_at)
+# The jobs page filtered by queue, in name order.
+sa.Index(
+    "ix_jobs_live_queue_name",
+    jobs.c.queue,
+    jobs.c.name,
+    sqlite_where=jobs.c.deleted_at.is_(None),
+    postgresql_where=jobs.c.deleted_at.is_(None),
+)
 
 tasks = sa.Table(
     "tasks",
@@ -177,6 +185,7 @@ sa.Index(
 sa.Index("ix_runs_job_logical_date_id", runs.c.job_id, runs.c.logical_date, runs.c.id)
 sa.Index("ix_runs_logical_date_id", runs.c.logical_date, runs.c.id)
 sa.Index("ix_runs_state_logical_date", runs.c.state, runs.c.logical_date)
+sa.Index("ix_runs_trigger_logical_date_id", runs.c.trigger, runs.c.logical_date, runs.c.id)
 # ``max_active_runs``: a job's unfinished runs older than a given one.
 _UNFINISHED = runs.c.state.in_(("scheduled", "queued", "running"))
 sa.Index(

@@ -44,6 +44,7 @@ from tickwork.ports import (
     Materialization,
     PoolUsage,
     RunCopy,
+    RunFilter,
     RunPage,
     StoredSecret,
     TaskKey,
@@ -297,9 +298,12 @@ class SqlStore:
         limit: int = 50,
         cursor: str | None = None,
         window: TimeWindow | None = None,
+        also: RunFilter | None = None,
     ) -> RunPage:
         return await self._read(
-            lambda conn: run_queries.list_runs(conn, job_id, state, limit, cursor, window=window)
+            lambda conn: run_queries.list_runs(
+                conn, job_id, state, limit, cursor, window=window, also=also, dialect=self._d
+            )
         )
 
     async def dead_letters(
@@ -312,6 +316,9 @@ class SqlStore:
 
     async def retry_run(self, run_id: str, now: datetime) -> list[TaskRun]:
         return await self._write(lambda conn: run_queries.retry_run(conn, run_id, now))
+
+    async def replay_run(self, run_id: str, now: datetime) -> int:
+        return await self._write(lambda conn: backfills.replay_run(conn, run_id, now))
 
     async def get_task_run(self, task_run_id: str) -> TaskRun | None:
         return await self._read(lambda conn: run_queries.get_task_run(conn, task_run_id))

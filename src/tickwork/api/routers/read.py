@@ -19,8 +19,8 @@ from tickwork.api.schemas.instant import IsoDatetime, IsoInstant
 from tickwork.api.schemas.search import DeadLetterPageRead
 from tickwork.app.services import RUN_STATE_FILTERS
 from tickwork.core.errors import ValidationError
-from tickwork.core.model import ScheduleKind
-from tickwork.ports import JobFilter, TimeWindow
+from tickwork.core.model import RunState, RunTrigger, ScheduleKind
+from tickwork.ports import JobFilter, RunFilter, TimeWindow
 
 router = APIRouter(tags=["read"])
 
@@ -42,6 +42,10 @@ async def list_jobs(
     schedule_kind: Annotated[ScheduleKind | None, Query(description="`now`, `at` or `cron`.")] = (
         None
     ),
+    queue: Annotated[str | None, Query(description="Jobs routed to this queue.")] = None,
+    last_state: Annotated[
+        RunState | None, Query(description="Jobs whose newest run is in this state.")
+    ] = None,
 ) -> JobPageRead:
     """Live jobs ordered by name, filtered; pass `next_after` as `after` for the next page."""
     where = JobFilter(
@@ -49,6 +53,8 @@ async def list_jobs(
         tag=tag,
         paused=paused,
         schedule_kind=schedule_kind.value if schedule_kind else None,
+        queue=queue,
+        last_state=last_state.value if last_state else None,
     )
     return JobPageRead.of(await services.list_jobs(limit=limit, after=after, where=where))
 
@@ -87,6 +93,8 @@ async def list_runs(
     logical_to: Instant = None,
     started_from: Instant = None,
     started_to: Instant = None,
+    trigger: Annotated[RunTrigger | None, Query(description="Why the run exists.")] = None,
+    tag: Annotated[str | None, Query(description="Runs of jobs carrying this tag.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     cursor: Annotated[str | None, Query(description="`next_cursor` of the last page.")] = None,
 ) -> RunPageRead:
@@ -96,7 +104,10 @@ async def list_runs(
     when passing `cursor`.
     """
     window = TimeWindow(logical_from, logical_to, started_from, started_to)
-    page = await services.list_runs(job=job, state=state, limit=limit, cursor=cursor, window=window)
+    also = RunFilter(trigger=trigger.value if trigger else None, tag=tag)
+    page = await services.list_runs(
+        job=job, state=state, limit=limit, cursor=cursor, window=window, also=also
+    )
     return RunPageRead.of(page)
 
 

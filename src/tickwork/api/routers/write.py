@@ -238,6 +238,14 @@ async def retry_run(run_id: str, run: ManagedRun, services: ServicesDep) -> RunD
     return RunDetailRead.of(await services.retry_run(run.run.id))
 
 
+@router.post("/runs/{run_id}/replay")
+async def replay_run(run_id: str, run: ManagedRun, services: ServicesDep) -> RunDetailRead:
+    """Mark a finished run for replay: every task runs again (one more attempt each, due now,
+    in DAG order), the attempts so far kept. An unfinished run is a 409. Scopes as for
+    cancel."""
+    return RunDetailRead.of(await services.replay_run(run.run.id))
+
+
 @router.post("/task-runs/{task_run_id}/cancel")
 async def cancel_task_run(
     task_run_id: str, run: ManagedTaskRun, services: ServicesDep
