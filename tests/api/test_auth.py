@@ -49,6 +49,7 @@ RULES: dict[tuple[str, str], Scope] = {
     ("POST", "/api/v1/jobs/{name}/resume"): Scope.WRITE,
     ("POST", "/api/v1/runs/{run_id}/cancel"): Scope.WRITE,
     ("POST", "/api/v1/runs/{run_id}/retry"): Scope.WRITE,
+    ("POST", "/api/v1/runs/{run_id}/replay"): Scope.WRITE,
     ("POST", "/api/v1/task-runs/{task_run_id}/cancel"): Scope.WRITE,
     ("POST", "/api/v1/task-runs/{task_run_id}/retry"): Scope.WRITE,
     ("POST", "/api/v1/tokens"): Scope.ADMIN,
