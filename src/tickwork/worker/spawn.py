@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 #: The child's stdout (1) and stderr (2), as the callback is told them.
@@ -149,11 +149,12 @@ class Spawner:
                 start_new_session=True,
             )
 
-        started = loop.run_in_executor(self._threads, popen)
+        starting = self._threads.submit(popen)
         try:
-            proc = await asyncio.shield(started)
+            proc = await asyncio.shield(asyncio.wrap_future(starting))
         except asyncio.CancelledError:
-            started.add_done_callback(_abandon)
+            # Told on the spawner's thread, not the loop's: the loop may be closed by then.
+            starting.add_done_callback(_abandon)
             raise
         child = Child(proc, on_output, loop)
         try:
@@ -165,15 +166,15 @@ class Spawner:
         return child
 
 
-def _abandon(started: asyncio.Future[subprocess.Popen[bytes]]) -> None:
-    if started.cancelled() or started.exception() is not None:
+def _abandon(starting: Future[subprocess.Popen[bytes]]) -> None:
+    if starting.cancelled() or starting.exception() is not None:
         return
-    proc = started.result()
+    proc = starting.result()
     _kill_group(proc.pid)
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
-    threading.Thread(target=proc.wait, daemon=True).start()
+    proc.wait()  # killed: at once
 
 
 def _kill_group(pgid: int) -> None:
