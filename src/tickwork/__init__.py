@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 # Loaded at once (they need nothing beyond the standard library), and the decorator must be
 # bound here: `tickwork.workflow` is the function, though a module of that name exists too.
-from tickwork.pytasks import NotImportable, TaskFunction, TaskPolicy, branch, job_from, task
+from tickwork.sdk.pytasks import NotImportable, TaskFunction, TaskPolicy, branch, job_from, task
+from tickwork.sdk.workflow import Workflow, workflow
 from tickwork.taskcontext import TaskContext, current_task
-from tickwork.workflow import Workflow, workflow
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,4 @@
-"""The SDK's TypedDicts (``tickwork.sdk_types``) pinned to the OpenAPI document: each record
+"""The SDK's TypedDicts (``tickwork.sdk.types``) pinned to the OpenAPI document: each record
 the SDK returns has the fields of one schema the API documents, no more and no fewer."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import get_type_hints
 
 from fastapi import FastAPI
 
-from tickwork import sdk_types
+from tickwork.sdk import types as sdk_types
 
 #: The records the API returns as they are (inputs and SDK-side wrappers are not in it).
 RETURNED = [

@@ -12,7 +12,7 @@ import pytest
 
 from examples.etl import etl
 from tests.cli.conftest import Cli, error_line
-from tickwork.definitions import job_body, load_definition
+from tickwork.sdk.definitions import job_body, load_definition
 
 ROOT = Path(__file__).resolve().parents[2]
 ETL_YAML = ROOT / "examples" / "etl.yaml"

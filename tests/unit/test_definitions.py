@@ -9,7 +9,7 @@ import pytest
 from examples.etl import etl
 from tickwork.api.schemas.create import JobCreate
 from tickwork.core.workflow_spec import parse_workflow
-from tickwork.definitions import DefinitionError, job_body, load_definition
+from tickwork.sdk.definitions import DefinitionError, job_body, load_definition
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -16,9 +16,9 @@ from tickwork.api.app import create_app
 from tickwork.app.services import Services, utc_now
 from tickwork.app.tokens import TokenService
 from tickwork.broker.memory import MemoryBroker
-from tickwork.definitions import job_body, load_definition
 from tickwork.ports import Scope
 from tickwork.sdk import ApiError, AsyncClient, Client
+from tickwork.sdk.definitions import job_body, load_definition
 from tickwork.store import open_store
 
 ETL_YAML = str(Path(__file__).resolve().parents[2] / "examples" / "etl.yaml")
@@ -80,7 +80,7 @@ def test_apply_job_describes_a_put_by_name() -> None:
 def test_importing_tickwork_stays_light_with_the_decorators_bound() -> None:
     heavy = "('httpx2', 'croniter', 'yaml', 'tickwork.core.schedule')"
     check = (
-        "import sys, tickwork, tickwork.workflow\n"
+        "import sys, tickwork, tickwork.sdk.workflow\n"
         "assert not isinstance(tickwork.workflow, type(sys)), 'the module hides the decorator'\n"
         f"print([m for m in {heavy} if m in sys.modules])"
     )

@@ -72,3 +72,10 @@ def test_retention_keeps_everything_by_default_and_refuses_negative_days() -> No
     with pytest.raises(ValidationError) as caught:
         load_settings(env={"TICKWORK_RETENTION_DAYS": "-1"})
     assert caught.value.field == "retention_days"
+
+
+def test_the_sdk_and_the_cli_default_to_the_same_server() -> None:
+    from tickwork.app.settings import DEFAULT_URL
+    from tickwork.sdk.clients import DEFAULT_URL as SDK_DEFAULT_URL
+
+    assert SDK_DEFAULT_URL == DEFAULT_URL

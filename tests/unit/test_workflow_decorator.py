@@ -13,7 +13,7 @@ from tickwork.core.errors import ValidationError
 from tickwork.core.model import CallbackEvent
 from tickwork.core.workflow_spec import parse_workflow
 from tickwork.runtime.targets import resolve_target
-from tickwork.workflow import TaskResult, Workflow, task, workflow
+from tickwork.sdk.workflow import TaskResult, Workflow, task, workflow
 
 Rows = list[dict[str, Any]]
 RAN: list[str] = []

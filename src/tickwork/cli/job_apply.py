@@ -20,8 +20,8 @@ from tickwork.cli.common import (
     reported_errors,
 )
 from tickwork.cli.output import emit
-from tickwork.definitions import DefinitionError, job_body, load_definition
 from tickwork.sdk import ApiError
+from tickwork.sdk.definitions import DefinitionError, job_body, load_definition
 
 #: API statuses that mean "the definition is at fault": reported against the file.
 _REFUSED = frozenset({409, 422})

@@ -20,8 +20,8 @@ import yaml
 from tickwork.cli.common import DEFAULT_OUTPUT, DEFAULT_URL, OutputOption, UrlOption, connect, fail
 from tickwork.cli.complete import complete_job
 from tickwork.cli.output import emit, print_line
-from tickwork.definitions import DefinitionError, job_body, load_definition
 from tickwork.sdk import ApiError, JobInfo, TaskInfo
+from tickwork.sdk.definitions import DefinitionError, job_body, load_definition
 
 _REFUSED = frozenset({409, 422})  # the definition is at fault
 

@@ -15,7 +15,7 @@ from tickwork.cli.common import connect
 from tickwork.cli.options import Output, OutputOption
 from tickwork.cli.output import is_data, print_data, print_fields, print_line, print_table, when
 from tickwork.sdk import ApiError, Client, ClientError
-from tickwork.sdk_types import JobInfo
+from tickwork.sdk.types import JobInfo
 
 
 def status(ctx: typer.Context, output: OutputOption = Output.TABLE) -> None:

@@ -22,15 +22,18 @@ Each operation is written once, as a function that describes its request (a ``Ca
 ``operation`` descriptor hands that description to the client's transport, sync or async, so
 the two clients cannot drift apart. Modules: ``calls`` (that machinery), ``jobs``, ``runs``,
 ``admin`` (the operations by concept), ``clients``, ``errors``; the typed dicts live in
-``tickwork.sdk_types``.
+``types``. The code users write for the server to run lives here too: ``pytasks``
+(``@tickwork.task``), ``workflow`` (``@tickwork.workflow``) and ``definitions`` (YAML and
+``module:attr`` job definitions). The clients load on first use, so ``import tickwork`` (which
+binds the decorators) loads no HTTP client.
 """
 
 from __future__ import annotations
 
-from tickwork.sdk.calls import API_PREFIX, Call, operation
-from tickwork.sdk.clients import AsyncClient, Client
-from tickwork.sdk.errors import ApiError, ClientError, Unreachable
-from tickwork.sdk_types import (
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tickwork.sdk.types import (
     AttemptInfo,
     CallbackInput,
     CallbacksInput,
@@ -61,6 +64,23 @@ from tickwork.sdk_types import (
     TokenSecret,
     TriggerRuleName,
 )
+
+if TYPE_CHECKING:
+    from tickwork.sdk.calls import API_PREFIX, Call, operation
+    from tickwork.sdk.clients import AsyncClient, Client
+    from tickwork.sdk.errors import ApiError, ClientError, Unreachable
+
+#: Public name -> the module that defines it, imported on first use.
+_LAZY = {
+    "API_PREFIX": "tickwork.sdk.calls",
+    "Call": "tickwork.sdk.calls",
+    "operation": "tickwork.sdk.calls",
+    "AsyncClient": "tickwork.sdk.clients",
+    "Client": "tickwork.sdk.clients",
+    "ApiError": "tickwork.sdk.errors",
+    "ClientError": "tickwork.sdk.errors",
+    "Unreachable": "tickwork.sdk.errors",
+}
 
 __all__ = [
     "API_PREFIX",
@@ -101,3 +121,10 @@ __all__ = [
     "Unreachable",
     "operation",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tickwork.sdk' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from tickwork.sdk.calls import Call, operation, seg
-from tickwork.sdk_types import PoolInfo, SecretInfo, TokenInfo, TokenSecret
+from tickwork.sdk.types import PoolInfo, SecretInfo, TokenInfo, TokenSecret
 
 
 class AdminOperations:

@@ -7,7 +7,6 @@ from typing import Self, TypeVar
 
 import httpx2
 
-from tickwork.app.settings import DEFAULT_URL
 from tickwork.sdk.admin import AdminOperations
 from tickwork.sdk.backfills import BackfillOperations
 from tickwork.sdk.calls import Call
@@ -17,6 +16,9 @@ from tickwork.sdk.jobs import JobOperations
 from tickwork.sdk.runs import RunOperations
 
 T = TypeVar("T")
+
+#: Where ``tickwork up`` listens unless told otherwise (the CLI's default too).
+DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def _headers(token: str | None) -> dict[str, str] | None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from tickwork.sdk.calls import Call, flag, idem, operation, seg
-from tickwork.sdk_types import Fires, JobApplied, JobInfo, JobInput, JobPage, RunDetail
+from tickwork.sdk.types import Fires, JobApplied, JobInfo, JobInput, JobPage, RunDetail
 
 if TYPE_CHECKING:
     from tickwork.core.workflow_spec import WorkflowSpec
-    from tickwork.workflow import Workflow
+    from tickwork.sdk.workflow import Workflow
 
 
 class JobOperations:
@@ -77,7 +77,7 @@ class JobOperations:
         """Create the job, or update it (for its future runs) when its definition differs, or
         change nothing when it is the same (``PUT /jobs/{name}``): the result's ``outcome``
         says ``created``, ``updated`` or ``unchanged``. ``job`` is an API job body, a
-        ``@workflow`` function or a parsed definition (``tickwork.definitions``)."""
+        ``@workflow`` function or a parsed definition (``tickwork.sdk.definitions``)."""
         body = job if isinstance(job, dict) else _definition_body(job)
         params = {"allow_past": flag(allow_past)}
         return Call("PUT", f"/jobs/{seg(body['name'])}", json=body, params=params)
@@ -130,7 +130,7 @@ class JobOperations:
 
 def _definition_body(job: Workflow | WorkflowSpec) -> Any:
     # Imported on use: definitions load the core and PyYAML, which plain API calls never need.
-    from tickwork.definitions import job_body
-    from tickwork.workflow import Workflow
+    from tickwork.sdk.definitions import job_body
+    from tickwork.sdk.workflow import Workflow
 
     return job_body(job.parse() if isinstance(job, Workflow) else job)

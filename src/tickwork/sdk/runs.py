@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tickwork.sdk.calls import Call, idem, operation, seg
-from tickwork.sdk_types import Enqueued, EnqueuedBatch, Logs, RunDetail, RunPage
+from tickwork.sdk.types import Enqueued, EnqueuedBatch, Logs, RunDetail, RunPage
 
 #: The most runs one ``enqueue_many`` request carries (the API's limit).
 MAX_ENQUEUE_BATCH = 5000

@@ -20,7 +20,7 @@ While the body is being built, a call to a task records a task node and returns 
 the argument (``{"$result": "extract_users"}`` in ``kwargs``). Anywhere else a ``@task``
 function is the plain function: workers import it by its ``module:function`` path and call it,
 and tests can call it directly. Other arguments must be JSON values. ``task`` is
-``tickwork.task`` (``tickwork.pytasks``), re-exported here.
+``tickwork.task`` (``tickwork.sdk.pytasks``), re-exported here.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tickwork.core.refs import RESULT_REF
-from tickwork.pytasks import TaskFunction, recording, task
+from tickwork.sdk.pytasks import TaskFunction, recording, task
 
 if TYPE_CHECKING:
     from tickwork.core.workflow_spec import WorkflowSpec

@@ -27,8 +27,8 @@ import yaml
 from tickwork.core.errors import TickworkError, ValidationError
 from tickwork.core.model import Callbacks, RetryPolicy, Schedule, Task
 from tickwork.core.workflow_spec import WorkflowSpec, parse_workflow
-from tickwork.sdk_types import JobInput
-from tickwork.workflow import Workflow
+from tickwork.sdk.types import JobInput
+from tickwork.sdk.workflow import Workflow
 
 _MODULE_SOURCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", re.ASCII)
 _RETRY_FIELDS = ("max_attempts", "initial_delay", "multiplier", "max_delay", "jitter")

@@ -6,7 +6,7 @@
     tw.create_job(tickwork.job_from(nightly_report, name="report", schedule="0 3 * * *"))
 
 The same decorated function is a node of a workflow when a ``@tickwork.workflow`` body calls
-it (see ``tickwork.workflow``): there a call records the task and returns a placeholder for
+it (see ``tickwork.sdk.workflow``): there a call records the task and returns a placeholder for
 its result instead of running it. Anywhere else it is the plain function, which is how
 workers call it, by its ``module:function`` path. So only functions defined at the top level
 of an importable module are accepted: not lambdas, nested functions, methods, or functions of
@@ -41,7 +41,7 @@ from typing import (
 from tickwork.core.refs import BRANCH_KEY
 
 if TYPE_CHECKING:
-    from tickwork.sdk import JobInput, ParamsInput, ScheduleInput, TaskInput
+    from tickwork.sdk.types import JobInput, ParamsInput, ScheduleInput, TaskInput
 
 P = ParamSpec("P")
 R = TypeVar("R")
