@@ -16,7 +16,7 @@ from tickwork.core.alerts import (
 )
 from tickwork.core.errors import ValidationError
 from tickwork.core.ledger import DEFAULT_GRACE
-from tickwork.core.model import RunState
+from tickwork.core.model import RunState, RunTrigger
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -44,11 +44,28 @@ def test_without_a_start_deadline_the_ledger_grace_applies() -> None:
     assert kinds([run()], AlertPolicy(), T0 + DEFAULT_GRACE + MIN) == [AlertKind.MISSED]
 
 
-def test_a_started_or_finished_run_is_never_missed() -> None:
-    late = T0 + 10 * MIN
-    running = run(RunState.RUNNING, started_at=late)
-    done = run(RunState.SUCCESS, started_at=late, finished_at=late)
-    assert kinds([running, done], AlertPolicy(start_deadline=MIN), T0 + 20 * MIN) == []
+def test_a_run_started_within_its_deadline_is_never_missed_one_started_after_it_is() -> None:
+    in_time, late = T0 + MIN, T0 + 10 * MIN
+    policy = AlertPolicy(start_deadline=MIN)
+    running = run(RunState.RUNNING, started_at=in_time)
+    done = run(RunState.SUCCESS, started_at=in_time, finished_at=late)
+    assert kinds([running, done], policy, T0 + 20 * MIN) == []
+    [alert] = due_alerts([run(RunState.SUCCESS, started_at=late, finished_at=late)], policy, T0)
+    assert (alert.kind, alert.late_by) == (AlertKind.MISSED, 9 * MIN)
+
+
+def test_a_tick_skipped_after_downtime_is_missed_a_cancelled_or_skipped_run_is_not() -> None:
+    skipped = WatchedRun("r1", "nightly", T0, RunState.SKIPPED, trigger=RunTrigger.MISSED)
+    assert kinds([skipped], AlertPolicy(), T0 + DEFAULT_GRACE + MIN) == [AlertKind.MISSED]
+    assert kinds([skipped], AlertPolicy(), T0 + DEFAULT_GRACE) == []
+    quiet = [run(RunState.CANCELLED), run(RunState.SKIPPED)]
+    assert kinds(quiet, AlertPolicy(), T0 + 60 * MIN) == []
+
+
+def test_a_policy_over_a_year_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValidationError) as caught:
+        alert_policy(sla=1e300)
+    assert caught.value.field == "sla" and "a year" in caught.value.reason
 
 
 def test_a_run_over_its_sla_fires_once_whether_running_or_finished_late() -> None:

@@ -33,6 +33,8 @@ UPDATABLE_FIELDS = frozenset(
         "depends_on_past",
         "callbacks",
         "params",
+        "start_deadline",
+        "sla",
     }
 )
 #: The environment variable a shell task reads a manual run's params from, as JSON.

@@ -33,6 +33,8 @@ class JobSpec:
     depends_on_past: bool = False
     callbacks: Callbacks = field(default_factory=dict)
     params: ParamsContract = NO_PARAMS
+    start_deadline: float | None = None  # seconds (core.alerts); None: the default
+    sla: float | None = None  # seconds; None: no SLA
 
 
 @dataclass(frozen=True, slots=True)

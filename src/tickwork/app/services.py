@@ -482,6 +482,8 @@ class Services:
             depends_on_past=spec.depends_on_past,
             callbacks=spec.callbacks,
             params=spec.params,
+            start_deadline=spec.start_deadline,
+            sla=spec.sla,
         )
 
     def _first_runs(self, job: Job, now: datetime) -> tuple[Job, list[NewRun]]:

@@ -43,8 +43,9 @@ def definition_of(job: JobInfo) -> dict[str, Any]:
         "depends_on_past": job["depends_on_past"],
         "callbacks": dict(job["callbacks"]),
     }
-    if job["timeout"] is not None:
-        body["timeout"] = job["timeout"]
+    for key in ("timeout", "start_deadline", "sla"):
+        if job[key] is not None:
+            body[key] = job[key]
     return body
 
 

@@ -39,6 +39,8 @@ class JobFlags:
     tags: list[str] = field(default_factory=list)
     params: list[str] = field(default_factory=list)
     run_scope: str | None = None
+    start_deadline: float | None = None
+    sla: float | None = None
 
 
 def job_input(name: str, flags: JobFlags) -> JobInput:
@@ -57,6 +59,10 @@ def job_input(name: str, flags: JobFlags) -> JobInput:
         job["priority"] = flags.priority
     if flags.tags:
         job["tags"] = list(flags.tags)
+    if flags.start_deadline is not None:
+        job["start_deadline"] = flags.start_deadline
+    if flags.sla is not None:
+        job["sla"] = flags.sla
     if flags.params or flags.run_scope is not None:
         job["params"] = params_input(flags.params, flags.run_scope)
     return job

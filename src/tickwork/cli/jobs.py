@@ -33,6 +33,7 @@ from tickwork.cli.output import (
 )
 from tickwork.cli.render import Col, Markup, ago, strip
 from tickwork.cli.status import warn_if_unserved
+from tickwork.core.alerts import DEFAULT_START_DEADLINE
 from tickwork.sdk import JobInfo, RetryInfo, RunInfo, ScheduleInfo, TaskInfo
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
@@ -173,6 +174,24 @@ def add(
             help="Seconds an attempt may run.", show_default="no limit", rich_help_panel=_POLICY
         ),
     ] = None,
+    start_deadline: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            help="A tick's run must start this soon after its time, else on_missed.",
+            show_default="300",
+            rich_help_panel=_POLICY,
+        ),
+    ] = None,
+    sla: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            help="A tick's run must finish this soon after its time, else on_sla_miss.",
+            show_default="none",
+            rich_help_panel=_POLICY,
+        ),
+    ] = None,
     queue: Annotated[
         str | None,
         typer.Option(help="Worker queue.", show_default="default", rich_help_panel=_POLICY),
@@ -219,7 +238,7 @@ def add(
         start=start, end=end, shell=shell, env=env or [], cwd=cwd, http=http,
         header=header or [], body=body, python=python, args=args, retries=retries,
         backoff=backoff, timeout=timeout, queue=queue, priority=priority, tags=tag or [],
-        params=param or [], run_scope=run_scope,
+        params=param or [], run_scope=run_scope, start_deadline=start_deadline, sla=sla,
     )  # fmt: skip
     with reported_errors():
         spec = job_input(name, flags)
@@ -311,6 +330,8 @@ def show(
             "catchup": job["catchup"],
             "max active runs": job["max_active_runs"],
             "depends on past": job["depends_on_past"],
+            "start deadline": _describe_deadline(job["start_deadline"]),
+            "sla": f"{job['sla']:g}s" if job["sla"] is not None else None,
             "callbacks": sorted(job["callbacks"]),
             "paused": job["paused"],
             "upcoming": [when(f["local"]) for f in fires],
@@ -322,6 +343,10 @@ def show(
     if len(job["tasks"]) > 1:
         for task in job["tasks"]:
             print_line(f"  {_describe_node(task)}")
+
+
+def _describe_deadline(seconds: float | None) -> str:
+    return f"{DEFAULT_START_DEADLINE:g}s (default)" if seconds is None else f"{seconds:g}s"
 
 
 @app.command("trigger")

@@ -21,12 +21,19 @@ from enum import StrEnum
 
 from tickwork.core.errors import ValidationError
 from tickwork.core.ledger import DEFAULT_GRACE
-from tickwork.core.model import RunState
+from tickwork.core.model import Job, RunState, RunTrigger
 
 #: Runs in these states are over: an SLA counts their ``finished_at``, not ``now``.
 _OVER = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
+#: Seconds a tick's run may take to start when its job sets no ``start_deadline``.
+DEFAULT_START_DEADLINE = DEFAULT_GRACE.total_seconds()
 #: A run not started in these states may still start: the start deadline watches them.
 _WAITING = frozenset({RunState.SCHEDULED, RunState.QUEUED})
+#: The longest either policy may be: a year (and no ``timedelta`` overflow on absurd input).
+MAX_SECONDS = 366 * 24 * 3600
+#: Runs of ticks (what a schedule promised): the only ones alerts watch. A backfill, a manual
+#: trigger of a past date or an enqueued run is late by design, and would only raise noise.
+WATCHED_TRIGGERS = frozenset({RunTrigger.SCHEDULE, RunTrigger.CATCHUP, RunTrigger.MISSED})
 
 
 class AlertKind(StrEnum):
@@ -58,6 +65,7 @@ class WatchedRun:
     state: RunState
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    trigger: RunTrigger = RunTrigger.SCHEDULE
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +87,11 @@ def alert_policy(start_deadline: object = None, sla: object = None) -> AlertPoli
     )
 
 
+def policy_of(job: Job) -> AlertPolicy:
+    """The alert policy a stored (validated) job sets."""
+    return alert_policy(job.start_deadline, job.sla)
+
+
 def due_alerts(
     runs: Iterable[WatchedRun],
     policy: AlertPolicy,
@@ -98,9 +111,9 @@ def due_alerts(
 
 def _alerts_of(run: WatchedRun, policy: AlertPolicy, now: datetime) -> list[Alert]:
     found: list[Alert] = []
-    waited = now - run.logical_date
-    if run.state in _WAITING and run.started_at is None and waited > policy.deadline:
-        found.append(Alert(AlertKind.MISSED, run, policy.deadline, waited - policy.deadline))
+    late = _late_start(run, policy, now)
+    if late is not None:
+        found.append(Alert(AlertKind.MISSED, run, policy.deadline, late))
     if policy.sla is not None and run.state is not RunState.SKIPPED:
         end = run.finished_at if run.state in _OVER and run.finished_at is not None else now
         took = end - run.logical_date
@@ -109,11 +122,29 @@ def _alerts_of(run: WatchedRun, policy: AlertPolicy, now: datetime) -> list[Aler
     return found
 
 
+def _late_start(run: WatchedRun, policy: AlertPolicy, now: datetime) -> timedelta | None:
+    """How far past its start deadline ``run`` started (or is, at ``now``, still waiting);
+    None if it started in time. A tick recorded as skipped after downtime (trigger
+    ``missed``) never started: it is late from its deadline on."""
+    never = run.state is RunState.SKIPPED and run.trigger is RunTrigger.MISSED
+    if run.started_at is not None:
+        start = run.started_at
+    elif run.state in _WAITING or never:
+        start = now
+    else:
+        return None  # cancelled or skipped before it started: nobody waits for it
+    late = start - run.logical_date - policy.deadline
+    return late if late > timedelta(0) else None
+
+
 def _seconds(name: str, value: object) -> timedelta | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(name, f"must be a number of seconds, not {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValidationError(name, f"must be a positive number of seconds, not {value!r}")
+    if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        raise ValidationError(
+            name,
+            f"must be a positive number of seconds up to {MAX_SECONDS:,} (a year), not {value!r}",
+        )
     return timedelta(seconds=value)

@@ -37,11 +37,19 @@ class TriggerRule(StrEnum):
 
 
 class CallbackEvent(StrEnum):
-    """When a callback fires: after an attempt that failed for good, succeeded, or will retry."""
+    """When a callback fires: after an attempt that failed for good, succeeded, or will retry;
+    or, for a whole run (job-level hooks only, see ``core.alerts``), when it missed its start
+    deadline or its SLA."""
 
     ON_FAILURE = "on_failure"
     ON_SUCCESS = "on_success"
     ON_RETRY = "on_retry"
+    ON_MISSED = "on_missed"
+    ON_SLA_MISS = "on_sla_miss"
+
+
+#: Events of a whole run, not of an attempt: a job may hook them, a task may not.
+RUN_EVENTS = frozenset({CallbackEvent.ON_MISSED, CallbackEvent.ON_SLA_MISS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +172,10 @@ class Job:
     depends_on_past: bool = False  # a task waits for itself in the previous run to succeed
     callbacks: Callbacks = field(default_factory=dict)  # defaults for every task
     params: ParamsContract = NO_PARAMS  # what trigger/enqueue callers may pass, and who
+    # Seconds from a tick's logical date (core.alerts): by then its run must have started
+    # (None: the default, DEFAULT_GRACE), and finished (None: no SLA).
+    start_deadline: float | None = None
+    sla: float | None = None
     # Cron bookkeeping, advanced in the same transaction that materializes a fire:
     next_fire_at: datetime | None = None  # the next cron fire not yet materialized (UTC)
     last_fire_at: datetime | None = None  # logical date of the newest materialized fire

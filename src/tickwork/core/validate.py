@@ -11,9 +11,11 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from tickwork.core.alerts import alert_policy
 from tickwork.core.dag import cycle_error, find_cycle
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import (
+    RUN_EVENTS,
     Callback,
     CallbackEvent,
     Job,
@@ -81,6 +83,7 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
     validate_max_active_runs(job.max_active_runs)
     if not isinstance(job.depends_on_past, bool):
         raise ValidationError("depends_on_past", "must be true or false")
+    alert_policy(job.start_deadline, job.sla)
     return replace(
         job,
         schedule=schedule,
@@ -90,7 +93,13 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
         metadata=_json_object(job.metadata, "metadata"),
         callbacks=validate_callbacks(job.callbacks, "callbacks"),
         params=validate_contract(job.params, _stored_kwargs(tasks)),
+        start_deadline=_float_or_none(job.start_deadline),
+        sla=_float_or_none(job.sla),
     )
+
+
+def _float_or_none(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _stored_kwargs(tasks: Sequence[Task]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -224,7 +233,7 @@ def validate_task(task: Task, field: str = "tasks[0]") -> Task:
         upstream=tuple(upstream),
         retry=retry,
         trigger_rule=rule,
-        callbacks=validate_callbacks(task.callbacks, f"{field}.callbacks"),
+        callbacks=validate_callbacks(task.callbacks, f"{field}.callbacks", run_events=False),
     )
 
 
@@ -237,23 +246,30 @@ def _priority(value: object, field: str) -> None:
 
 
 def validate_callbacks(
-    callbacks: object, field: str = "callbacks"
+    callbacks: object, field: str = "callbacks", *, run_events: bool = True
 ) -> dict[CallbackEvent, Callback]:
-    """Hooks by event: ``on_failure``, ``on_success``, ``on_retry``, each an http webhook
-    (``url``, optional ``headers``) or a python callable (``target``). A hook is a
-    ``Callback`` or the plain object a definition file gives (``{kind: http, url: ...}``)."""
+    """Hooks by event: ``on_failure``, ``on_success``, ``on_retry`` (and, for a job, not a
+    task: ``on_missed``, ``on_sla_miss``), each an http webhook (``url``, optional
+    ``headers``) or a python callable (``target``). A hook is a ``Callback`` or the plain
+    object a definition file gives (``{kind: http, url: ...}``)."""
     if not isinstance(callbacks, Mapping):
         raise ValidationError(field, f"must be an object with {_events()}")
     checked: dict[CallbackEvent, Callback] = {}
     for event, hook in callbacks.items():
         if not isinstance(event, str) or event not in _EVENTS:
-            raise ValidationError(f"{field}.{event}", f"is not a callback event; use {_events()}")
+            raise ValidationError(
+                f"{field}.{event}", f"is not a callback event; use {_events(run_events)}"
+            )
+        if not run_events and event in RUN_EVENTS:
+            raise ValidationError(
+                f"{field}.{event}", "is an event of a whole run: set it on the job"
+            )
         checked[CallbackEvent(event)] = _callback(hook, f"{field}.{event}")
     return checked
 
 
-def _events() -> str:
-    return ", ".join(CallbackEvent)
+def _events(run_events: bool = True) -> str:
+    return ", ".join(e for e in CallbackEvent if run_events or e not in RUN_EVENTS)
 
 
 def _callback(hook: object, field: str) -> Callback:

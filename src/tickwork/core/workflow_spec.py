@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from tickwork.core.alerts import alert_policy
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import (
     Callbacks,
@@ -70,6 +71,8 @@ _JOB_FIELDS = (
     "depends_on_past",
     "callbacks",
     "params",
+    "start_deadline",
+    "sla",
 )
 _TOP_KEYS = frozenset(("name", "schedule", "catchup", "tasks", *_JOB_FIELDS))
 _SCHEDULE_KINDS = frozenset(kind.value for kind in ScheduleKind)
@@ -110,6 +113,8 @@ class WorkflowSpec:
     depends_on_past: bool = False
     callbacks: Callbacks = field(default_factory=dict)
     params: ParamsContract = NO_PARAMS
+    start_deadline: float | None = None
+    sla: float | None = None
 
 
 def parse_workflow(data: object, *, now: datetime | None = None) -> WorkflowSpec:
@@ -142,7 +147,17 @@ def parse_workflow(data: object, *, now: datetime | None = None) -> WorkflowSpec
         depends_on_past=_bool(data.get("depends_on_past", False), "depends_on_past"),
         callbacks=validate_callbacks(data.get("callbacks", {}), "callbacks"),
         params=_params(data.get("params")),
+        **_alert_fields(data),
     )
+
+
+def _alert_fields(data: Mapping[str, Any]) -> dict[str, float | None]:
+    """``start_deadline`` and ``sla`` in seconds, checked as the API checks them."""
+    policy = alert_policy(data.get("start_deadline"), data.get("sla"))
+    return {
+        "start_deadline": None if policy.start_deadline is None else float(data["start_deadline"]),
+        "sla": None if policy.sla is None else float(data["sla"]),
+    }
 
 
 def _params(data: object) -> ParamsContract:

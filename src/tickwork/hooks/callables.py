@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tickwork.hooks.alert_context import AlertContext
 from tickwork.hooks.context import CallbackContext, CallbackFailed
 from tickwork.runtime.targets import TargetError, resolve_target
 
@@ -28,7 +29,9 @@ class PythonCallbacks:
         self._threads = ThreadPoolExecutor(max_threads, thread_name_prefix="tickwork-hook")
         self._functions: dict[str, Callable[..., Any]] = {}
 
-    async def call(self, config: Mapping[str, Any], context: CallbackContext) -> None:
+    async def call(
+        self, config: Mapping[str, Any], context: CallbackContext | AlertContext
+    ) -> None:
         """Call the callback's ``target``; its exceptions propagate as they are."""
         target = config.get("target")
         if not isinstance(target, str) or not _TARGET.match(target):

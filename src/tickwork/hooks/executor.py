@@ -10,12 +10,16 @@ from collections.abc import Callable
 import httpx2
 
 from tickwork.core.model import Callback, Outcome, TaskKind, TaskRun
+from tickwork.hooks.alert_context import AlertContext
 from tickwork.hooks.callables import PythonCallbacks
 from tickwork.hooks.context import CallbackContext, CallbackFailed, event_for
 from tickwork.hooks.webhook import UrlCheck, post_webhook
 from tickwork.security.ssrf import UrlGuard
 
 log = logging.getLogger("tickwork.hooks")
+
+#: What a callback is called with: an attempt's context, or a run alert's.
+Context = CallbackContext | AlertContext
 
 #: Also told of every callback that failed: ``(task_run_id, attempt, message)``, the message
 #: one line such as ``on_failure callback failed: timed out after 10 s``.
@@ -69,6 +73,14 @@ class Hooks:
         """Callbacks accepted and not finished yet (running or waiting for a slot)."""
         return len(self._tasks)
 
+    def fire_alert(self, callback: Callback, context: AlertContext) -> None:
+        """Schedule ``callback`` (a job's ``on_missed`` / ``on_sla_miss``) with ``context``.
+        Returns at once and never raises. Call it once the alert is recorded."""
+        try:
+            self._schedule(callback, context, f"hook:{context.event}:{context.run_id}")
+        except Exception:  # a bug here must not reach the scheduler
+            log.exception("%s callback of run %s not fired", context.event, context.run_id)
+
     def fire(self, task_run: TaskRun, outcome: Outcome, log_tail: str = "") -> None:
         """Schedule the callback of ``task_run`` for the event ``outcome`` stands for, if it
         has one. Returns at once and never raises. Call it once the outcome is stored."""
@@ -97,27 +109,28 @@ class Hooks:
         if event is None or callback is None:
             return
         context = CallbackContext.of(event, task_run, outcome, log_tail)
+        self._schedule(callback, context, f"hook:{event}:{task_run.id}")
+
+    def _schedule(self, callback: Callback, context: Context, name: str) -> None:
         if self._closed or len(self._tasks) >= self._backlog:
             why = "shutting down" if self._closed else f"{self._backlog} callbacks already pending"
             self._failed(context, f"dropped: {why}")
             return
-        task = asyncio.get_running_loop().create_task(
-            self._run(callback, context), name=f"hook:{event}:{task_run.id}"
-        )
+        task = asyncio.get_running_loop().create_task(self._run(callback, context), name=name)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._done, context))
 
-    def _done(self, context: CallbackContext, task: asyncio.Task[None]) -> None:
+    def _done(self, context: Context, task: asyncio.Task[None]) -> None:
         # Here rather than in _run: a task cancelled before its first step never runs _run.
         self._tasks.discard(task)
         if task.cancelled():
             self._failed(context, "cancelled: tickwork stopped before it finished")
 
-    async def _run(self, callback: Callback, context: CallbackContext) -> None:
+    async def _run(self, callback: Callback, context: Context) -> None:
         async with self._slots:
             await self._call(callback, context)
 
-    async def _call(self, callback: Callback, context: CallbackContext) -> None:
+    async def _call(self, callback: Callback, context: Context) -> None:
         deadline = asyncio.timeout(self._timeout)
         try:
             async with deadline:
@@ -130,9 +143,9 @@ class Hooks:
             else:
                 self._failed(context, f"raised {_describe(exc)}", exc)
         else:
-            log.debug("%s callback of task run %s done", context.event, context.task_run_id)
+            log.debug("%s callback of %s done", context.event, _subject(context))
 
-    async def _deliver(self, callback: Callback, context: CallbackContext) -> None:
+    async def _deliver(self, callback: Callback, context: Context) -> None:
         if callback.kind is TaskKind.HTTP:
             await post_webhook(self._client, self._guard, callback.config, context)
         elif callback.kind is TaskKind.PYTHON:
@@ -141,9 +154,13 @@ class Hooks:
             kind = callback.kind.value
             raise CallbackFailed(f"a {kind} callback cannot run: use http or python")
 
-    def _failed(
-        self, context: CallbackContext, message: str, exc: BaseException | None = None
-    ) -> None:
+    def _failed(self, context: Context, message: str, exc: BaseException | None = None) -> None:
+        if isinstance(context, AlertContext):  # no attempt, so no task log to write into
+            log.warning(
+                "%s callback of run %s failed: %s", context.event, context.run_id, message,
+                exc_info=exc,
+            )  # fmt: skip
+            return
         log.warning(
             "%s callback of task run %s (attempt %d) failed: %s",
             context.event,
@@ -160,6 +177,12 @@ class Hooks:
             )
         except Exception:
             log.exception("on_error of task run %s failed", context.task_run_id)
+
+
+def _subject(context: Context) -> str:
+    if isinstance(context, AlertContext):
+        return f"run {context.run_id}"
+    return f"task run {context.task_run_id}"
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import httpx2
 
 from tickwork.core.errors import TickworkError
+from tickwork.hooks.alert_context import AlertContext
 from tickwork.hooks.context import CallbackContext, CallbackFailed
 
 #: Checked before every POST; raises a ``TickworkError`` (``TargetRefused``, the http
@@ -37,7 +38,7 @@ async def post_webhook(
     client: httpx2.AsyncClient,
     guard: UrlCheck,
     config: Mapping[str, Any],
-    context: CallbackContext,
+    context: CallbackContext | AlertContext,
 ) -> None:
     """POST ``context`` to the callback's URL; raise ``CallbackFailed`` unless it answers 2xx.
 

@@ -14,6 +14,7 @@ from tickwork.core.model import (
     RunDetail,
     TaskRun,
 )
+from tickwork.ports.alerts import AlertStore
 from tickwork.ports.auth import IdempotencyStore, KeyReceipt, TokenStore
 from tickwork.ports.backfills import BackfillStore
 from tickwork.ports.coordination import (
@@ -53,6 +54,7 @@ class Store(
     WebSessionStore,
     DashboardReads,
     WhyStore,
+    AlertStore,
     FactsStore,
     SecretStore,
     Protocol,

@@ -24,6 +24,7 @@ from tickwork.core.runs import new_run, skipped_run
 from tickwork.core.schedule import plan_ahead
 from tickwork.hooks import Hooks
 from tickwork.ports import Broker, Delivery, Fence, Materialization, Store
+from tickwork.scheduler.alerts import AlertWatcher
 from tickwork.scheduler.backfills import BackfillDriver
 from tickwork.scheduler.resend import Resender
 
@@ -96,7 +97,8 @@ class Scheduler:
     """Turns schedules into queued task runs. Stateless between ticks: the store is the record.
 
     With ``hooks``, the task runs the reaper fails fire their ``on_failure`` / ``on_retry``
-    callbacks (with an empty log tail: the output left with the worker).
+    callbacks (with an empty log tail: the output left with the worker), and the alerts its
+    housekeeping finds (``scheduler.alerts``) their job's ``on_missed`` / ``on_sla_miss``.
     ``fence`` gives the fence every store write carries: the leader's lease and token (it
     raises ``Fenced`` once this process knows it is no longer leader, which ends ``run``).
     Without it (embedded mode: one scheduler) writes carry none.
@@ -140,6 +142,7 @@ class Scheduler:
         self._last_housekeeping: datetime | None = None
         self._backfills = BackfillDriver(store, make_id=make_id, fence=fence)
         self._backfilling = False
+        self.alerts = AlertWatcher(store, fence=fence, hooks=hooks)
 
     def wake(self) -> None:
         """Look again now (called after anything that may have created due work)."""
@@ -184,6 +187,7 @@ class Scheduler:
             if now >= self._reap_after:
                 await self.reap_zombies(now)
             await self._resender.resend_stale(now)
+            await self.alerts.check(now)
 
     async def materialize_due(self, now: datetime) -> int:
         """Create the runs of every cron fire due by ``now``; returns how many jobs were due."""

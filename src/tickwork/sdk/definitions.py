@@ -129,6 +129,8 @@ def job_body(spec: WorkflowSpec) -> JobInput:
         "max_active_runs": spec.max_active_runs,
         "depends_on_past": spec.depends_on_past,
         "callbacks": _callbacks_body(spec.callbacks),
+        "start_deadline": spec.start_deadline,
+        "sla": spec.sla,
     }
     if spec.timeout is not None:
         body["timeout"] = spec.timeout

@@ -39,8 +39,11 @@ class CallbackInput(TypedDict, total=False):
     target: str
 
 
-#: Hooks by event: ``on_failure``, ``on_success``, ``on_retry``.
-CallbacksInput = dict[Literal["on_failure", "on_success", "on_retry"], CallbackInput]
+#: Hooks by event: ``on_failure``, ``on_success``, ``on_retry``; a job's also ``on_missed``
+#: (a tick's run not started within ``start_deadline``) and ``on_sla_miss`` (over ``sla``).
+CallbacksInput = dict[
+    Literal["on_failure", "on_success", "on_retry", "on_missed", "on_sla_miss"], CallbackInput
+]
 
 TriggerRuleName = Literal[
     "all_success", "all_failed", "all_done", "one_success", "one_failed", "none_failed"
@@ -93,6 +96,8 @@ class JobInput(TypedDict):
     depends_on_past: NotRequired[bool]
     callbacks: NotRequired[CallbacksInput]
     params: NotRequired[ParamsInput]
+    start_deadline: NotRequired[float | None]  # seconds; None: the default (300)
+    sla: NotRequired[float | None]  # seconds; None: no SLA
 
 
 class ParamsInput(TypedDict):
@@ -160,6 +165,8 @@ class JobInfo(TypedDict):
     updated_at: str
     next_fire_at: str | None
     last_fire_at: str | None
+    start_deadline: float | None
+    sla: float | None
 
 
 class JobApplied(TypedDict):

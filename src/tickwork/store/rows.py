@@ -114,6 +114,8 @@ def job_to_row(job: Job) -> dict[str, Any]:
         "updated_at": job.updated_at,
         "deleted_at": None,
         "params": params_to_json(job.params),
+        "start_deadline": job.start_deadline,
+        "sla": job.sla,
     }
 
 
@@ -145,6 +147,8 @@ def job_from_row(row: RowMapping, tasks: tuple[Task, ...]) -> Job:
         depends_on_past=row["depends_on_past"],
         callbacks=callbacks_from_json(row["callbacks"]),
         params=params_from_json(row["params"]),
+        start_deadline=row["start_deadline"],
+        sla=row["sla"],
         next_fire_at=row["next_fire_at"],
         last_fire_at=row["last_fire_at"],
     )

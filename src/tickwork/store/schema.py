@@ -119,6 +119,8 @@ jobs = sa.Table(
     _ts("updated_at", nullable=False),
     _ts("deleted_at"),
     sa.Column("params", sa.JSON),  # the params contract (core.params); null: none
+    sa.Column("start_deadline", sa.Float),  # seconds; null: core.alerts' default
+    sa.Column("sla", sa.Float),  # seconds; null: none
 )
 # A name is unique among live jobs only: a deleted job's history keeps its name.
 sa.Index(
@@ -137,6 +139,14 @@ sa.Index(
     sqlite_where=jobs.c.deleted_at.is_(None),
     postgresql_where=jobs.c.deleted_at.is_(None),
 )
+# The alert check reads the distinct limits jobs set (store/alerts.py): the few that set one.
+for _limit in (jobs.c.start_deadline, jobs.c.sla):
+    sa.Index(
+        f"ix_jobs_{_limit.name}",
+        _limit,
+        sqlite_where=_limit.is_not(None),
+        postgresql_where=_limit.is_not(None),
+    )
 
 tasks = sa.Table(
     "tasks",
@@ -454,6 +464,23 @@ fences = sa.Table(
     sa.Column("name", sa.String(100), primary_key=True),
     sa.Column("token", sa.BigInteger, nullable=False),
 )
+# Alerts fired (core.alerts): one row per run and kind, written by the leader in a fenced
+# transaction before its callback fires, so no alert fires twice, even across a failover.
+run_alerts = sa.Table(
+    "run_alerts",
+    metadata,
+    sa.Column("run_id", ID, primary_key=True),
+    sa.Column("kind", sa.String(20), primary_key=True),  # on_missed | on_sla_miss
+    sa.Column("job_id", ID, nullable=False),
+    sa.Column("job_name", NAME, nullable=False),
+    _ts("logical_date", nullable=False),
+    sa.Column("limit_seconds", sa.Float, nullable=False),
+    sa.Column("late_seconds", sa.Float, nullable=False),
+    _ts("fired_at", nullable=False),
+)
+sa.Index("ix_run_alerts_fired_at", run_alerts.c.fired_at)
+sa.Index("ix_run_alerts_job_name_fired_at", run_alerts.c.job_name, run_alerts.c.fired_at)
+
 # Every action taken through the API or the dashboard (store/web.py). Ids sort by time.
 audit_log = sa.Table(
     "audit_log",
@@ -496,6 +523,7 @@ TABLES_CHILDREN_FIRST = (
     workers,
     leases,
     fences,
+    run_alerts,
     run_keys,
     backfill_runs,
     backfills,

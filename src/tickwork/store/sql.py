@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from tickwork.core.alerts import Alert
 from tickwork.core.backfill import Backfill, BackfillState
 from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import (
@@ -51,6 +52,7 @@ from tickwork.ports import (
     TimeWindow,
     WorkerInfo,
 )
+from tickwork.ports.alerts import AlertCandidate, FiredAlert
 from tickwork.ports.backfills import BackfillCounts, BackfillDate, BackfillStepWrite, OpenDate
 from tickwork.ports.facts import StoreFacts
 from tickwork.ports.web import (
@@ -64,6 +66,7 @@ from tickwork.ports.web import (
     WebSession,
 )
 from tickwork.store import (
+    alerts,
     backfills,
     dashboard_reads,
     dispatch,
@@ -616,6 +619,21 @@ class SqlStore:
 
     async def run_digest(self, run_id: str) -> tuple[Any, ...]:
         return await self._read(lambda conn: dashboard_reads.run_digest(conn, run_id))
+
+    # -- alerts --------------------------------------------------------------
+    async def alert_candidates(self, since: datetime, now: datetime) -> list[AlertCandidate]:
+        return await self._read(lambda conn: alerts.alert_candidates(conn, since, now))
+
+    async def record_alerts(
+        self, fired: Sequence[Alert], now: datetime, *, fence: Fence | None = None
+    ) -> list[Alert]:
+        work = partial(alerts.record_alerts, dialect=self._d, alerts=fired, now=now)
+        return await self._write(self._fenced(fence, work))
+
+    async def recent_alerts(
+        self, since: datetime, *, job_name: str | None = None, limit: int = 50
+    ) -> tuple[int, list[FiredAlert]]:
+        return await self._read(lambda conn: alerts.recent_alerts(conn, since, job_name, limit))
 
     # -- why -----------------------------------------------------------------
     async def run_facts(self, run_id: str, workers_seen_since: datetime) -> WhyFacts | None:

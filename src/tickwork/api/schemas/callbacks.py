@@ -45,6 +45,12 @@ class CallbacksIn(_Input):
     on_failure: CallbackIn | None = Field(None, description="After the last attempt failed.")
     on_success: CallbackIn | None = Field(None, description="After an attempt succeeded.")
     on_retry: CallbackIn | None = Field(None, description="After a failed attempt that retries.")
+    on_missed: CallbackIn | None = Field(
+        None, description="Job only: a tick's run did not start within `start_deadline`."
+    )
+    on_sla_miss: CallbackIn | None = Field(
+        None, description="Job only: a tick's run did not finish within `sla`."
+    )
 
     def to_core(self) -> Callbacks:
         hooks: dict[CallbackEvent, Callback] = {}

@@ -21,6 +21,7 @@ from tickwork.api.schemas.params import ParamsIn, params_core
 from tickwork.api.schemas.secret_ref import RefMap
 from tickwork.api.text import Text
 from tickwork.app.records import JobSpec
+from tickwork.core.alerts import DEFAULT_START_DEADLINE
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import RetryPolicy, Schedule, ScheduleKind, Task, TaskKind, TriggerRule
 
@@ -197,6 +198,18 @@ class JobCreate(_Input):
     params: ParamsIn | None = Field(
         None, description="Params trigger/enqueue may pass, and who may (none by default)."
     )
+    start_deadline: float | None = Field(
+        None,
+        description="Seconds after its logical date a tick's run must have started by, else "
+        f"`on_missed` fires (default {DEFAULT_START_DEADLINE:g}).",
+        examples=[600],
+    )
+    sla: float | None = Field(
+        None,
+        description="Seconds after its logical date a tick's run must have finished by, else "
+        "`on_sla_miss` fires (default: no SLA).",
+        examples=[3600],
+    )
 
     def to_spec(self) -> JobSpec:
         return JobSpec(
@@ -214,6 +227,8 @@ class JobCreate(_Input):
             depends_on_past=self.depends_on_past,
             callbacks=callbacks_core(self.callbacks),
             params=params_core(self.params),
+            start_deadline=self.start_deadline,
+            sla=self.sla,
         )
 
     def _core_tasks(self) -> tuple[Task, ...]:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tickwork.api.schemas.callbacks import CallbacksRead, callbacks_plain
 from tickwork.api.schemas.params import ParamsRead
 from tickwork.app.records import JobPage, LogPage
+from tickwork.core.alerts import DEFAULT_START_DEADLINE
 from tickwork.core.model import (
     RunDetail,
     RunState,
@@ -103,6 +104,14 @@ class JobRead(_Read):
     next_fire_at: datetime | None = Field(description="Next cron fire not yet materialized.")
     last_fire_at: datetime | None = Field(description="Logical date of the newest cron fire.")
     params: ParamsRead = Field(description="Params trigger/enqueue may pass, and who may.")
+    start_deadline: float | None = Field(
+        None, description="Seconds after its logical date a tick's run must have started by "
+        f"(else `on_missed`); null: the default, {DEFAULT_START_DEADLINE:g}."
+    )  # fmt: skip
+    sla: float | None = Field(
+        None, description="Seconds after its logical date a tick's run must have finished by "
+        "(else `on_sla_miss`); null: no SLA."
+    )  # fmt: skip
 
     _plain_callbacks = field_validator("callbacks", mode="before")(callbacks_plain)
     _masked = field_validator("metadata", mode="after")(masked_json)

@@ -17,10 +17,20 @@ from tickwork.api.text import Text
 from tickwork.core.errors import ValidationError
 
 #: Fields that may be sent as ``null`` to clear them; the others need a value.
-_NULLABLE = frozenset({"timeout", "max_active_runs"})
+_NULLABLE = frozenset({"timeout", "max_active_runs", "start_deadline", "sla"})
 #: Fields whose value is taken as sent.
 _PLAIN = frozenset(
-    {"timeout", "queue", "priority", "catchup", "metadata", "max_active_runs", "depends_on_past"}
+    {
+        "timeout",
+        "queue",
+        "priority",
+        "catchup",
+        "metadata",
+        "max_active_runs",
+        "depends_on_past",
+        "start_deadline",
+        "sla",
+    }
 )
 
 
@@ -46,6 +56,10 @@ class JobUpdate(_Input):
     depends_on_past: bool | None = None
     callbacks: CallbacksIn | None = None
     params: ParamsIn | None = Field(None, description="Replaces the whole params contract.")
+    start_deadline: float | None = Field(
+        None, description="Seconds a tick's run may take to start; null: the default."
+    )
+    sla: float | None = Field(None, description="Seconds a tick's run may take; null: none.")
 
     def to_changes(self) -> dict[str, Any]:
         """The fields sent, as core values keyed by ``Job`` field name."""

@@ -1,0 +1,54 @@
+"""The ``AlertStore`` port: runs whose start deadline or SLA just passed, and the alerts
+fired (``core.alerts``), recorded once per (run, kind)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from tickwork.core.alerts import Alert, AlertKind, AlertPolicy, WatchedRun
+from tickwork.ports.coordination import Fence
+
+
+@dataclass(frozen=True, slots=True)
+class AlertCandidate:
+    """A run whose ``kind`` limit (its job's ``policy``) passed in the window looked at."""
+
+    run: WatchedRun
+    policy: AlertPolicy
+    kind: AlertKind
+
+
+@dataclass(frozen=True, slots=True)
+class FiredAlert:
+    """An alert on record: ``run_id`` passed its ``limit_seconds`` by ``late_seconds``."""
+
+    run_id: str
+    kind: AlertKind
+    job_name: str
+    logical_date: datetime
+    limit_seconds: float
+    late_seconds: float
+    fired_at: datetime
+
+
+class AlertStore(Protocol):
+    async def alert_candidates(self, since: datetime, now: datetime) -> list[AlertCandidate]:
+        """Runs of ticks (``core.alerts.WATCHED_TRIGGERS``) of live, unpaused jobs whose
+        start deadline or SLA instant (logical date + limit) lies in ``(since, now]``, each
+        with the kind of that limit. Reads index ranges of the logical date, one per
+        distinct limit among the jobs, so its cost follows the window, not the history."""
+
+    async def record_alerts(
+        self, alerts: Sequence[Alert], now: datetime, *, fence: Fence | None = None
+    ) -> list[Alert]:
+        """Record ``alerts`` fired at ``now``; return those not on record before (each
+        (run, kind) is recorded once, whoever tries). Fenced like every leader write."""
+
+    async def recent_alerts(
+        self, since: datetime, *, job_name: str | None = None, limit: int = 50
+    ) -> tuple[int, list[FiredAlert]]:
+        """How many alerts fired since ``since`` (of ``job_name``, or of every job) and the
+        newest ``limit`` of them, newest first."""

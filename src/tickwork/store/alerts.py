@@ -1,0 +1,168 @@
+"""Run alerts in SQL: the runs whose start deadline or SLA passed in a window, and the
+``run_alerts`` rows that make each alert fire once per (run, kind).
+
+Candidates are read per distinct limit (a job's ``start_deadline``, default or set, and its
+``sla``): for a limit ``v`` the runs with ``since < logical_date + v <= now`` are one range of
+``ix_runs_logical_date_id``, so a look costs what the window holds, never the history. Jobs
+share a few limits in practice; each distinct one costs one small range read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, RowMapping
+
+from tickwork.core.alerts import (
+    WATCHED_TRIGGERS,
+    Alert,
+    AlertKind,
+    AlertPolicy,
+    WatchedRun,
+)
+from tickwork.core.ledger import DEFAULT_GRACE
+from tickwork.core.model import RunState, RunTrigger
+from tickwork.ports.alerts import AlertCandidate, FiredAlert
+from tickwork.store.dialect import Dialect
+from tickwork.store.schema import jobs, run_alerts, runs
+
+_DEFAULT = DEFAULT_GRACE.total_seconds()
+_TRIGGERS = sorted(t.value for t in WATCHED_TRIGGERS)
+_LIVE = sa.and_(jobs.c.deleted_at.is_(None), jobs.c.paused.is_(sa.false()))
+
+
+def alert_candidates(conn: Connection, since: datetime, now: datetime) -> list[AlertCandidate]:
+    deadline = sa.func.coalesce(jobs.c.start_deadline, _DEFAULT)
+    found: list[AlertCandidate] = []
+    for value in sorted({_DEFAULT, *_distinct(conn, jobs.c.start_deadline)}):
+        found += _window(
+            conn, AlertKind.MISSED, match=deadline == value, seconds=value, since=since, now=now
+        )
+    for value in _distinct(conn, jobs.c.sla):
+        found += _window(
+            conn, AlertKind.SLA_MISS, match=jobs.c.sla == value, seconds=value, since=since, now=now
+        )
+    return found
+
+
+def _distinct(conn: Connection, column: sa.Column[Any]) -> list[float]:
+    """The values jobs set (deleted or paused ones too: their windows just come back empty);
+    a partial index holds only the jobs that set one, so this costs what they are."""
+    query = sa.select(column).where(column.is_not(None)).distinct()
+    return [float(v) for v in conn.scalars(query)]
+
+
+def _window(
+    conn: Connection,
+    kind: AlertKind,
+    *,
+    match: sa.ColumnElement[bool],
+    seconds: float,
+    since: datetime,
+    now: datetime,
+) -> list[AlertCandidate]:
+    limit = timedelta(seconds=seconds)
+    query = (
+        sa.select(
+            runs.c.id,
+            runs.c.job_name,
+            runs.c.logical_date,
+            runs.c.state,
+            runs.c.started_at,
+            runs.c.finished_at,
+            runs.c.trigger,
+            jobs.c.start_deadline,
+            jobs.c.sla,
+        )
+        .join(jobs, jobs.c.id == runs.c.job_id)
+        .where(
+            runs.c.logical_date > since - limit,
+            runs.c.logical_date <= now - limit,
+            runs.c.trigger.in_(_TRIGGERS),
+            match,
+            _LIVE,
+        )
+    )
+    return [_candidate(row, kind) for row in conn.execute(query).mappings()]
+
+
+def _candidate(row: RowMapping, kind: AlertKind) -> AlertCandidate:
+    run = WatchedRun(
+        run_id=row["id"],
+        job_name=row["job_name"],
+        logical_date=row["logical_date"],
+        state=RunState(row["state"]),
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        trigger=RunTrigger(row["trigger"]),
+    )
+    policy = AlertPolicy(_delta(row["start_deadline"]), _delta(row["sla"]))
+    return AlertCandidate(run, policy, kind)
+
+
+def _delta(seconds: float | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+def record_alerts(
+    conn: Connection, dialect: Dialect, alerts: Sequence[Alert], now: datetime
+) -> list[Alert]:
+    if not alerts:
+        return []
+    job_ids = _job_ids(conn, {a.run.run_id for a in alerts})
+    recorded: list[Alert] = []
+    insert = dialect.insert_ignoring(run_alerts, ["run_id", "kind"])
+    for alert in alerts:  # one row each: RETURNING says which were new
+        row = _row(alert, job_ids.get(alert.run.run_id, ""), now)
+        if conn.execute(insert.values(row).returning(run_alerts.c.run_id)).first() is not None:
+            recorded.append(alert)
+    return recorded
+
+
+def _job_ids(conn: Connection, run_ids: set[str]) -> dict[str, str]:
+    query = sa.select(runs.c.id, runs.c.job_id).where(runs.c.id.in_(sorted(run_ids)))
+    return {r.id: r.job_id for r in conn.execute(query)}
+
+
+def _row(alert: Alert, job_id: str, now: datetime) -> dict[str, Any]:
+    return {
+        "run_id": alert.run.run_id,
+        "kind": alert.kind.value,
+        "job_id": job_id,
+        "job_name": alert.run.job_name,
+        "logical_date": alert.run.logical_date,
+        "limit_seconds": alert.limit.total_seconds(),
+        "late_seconds": alert.late_by.total_seconds(),
+        "fired_at": now,
+    }
+
+
+def recent_alerts(
+    conn: Connection, since: datetime, job_name: str | None, limit: int
+) -> tuple[int, list[FiredAlert]]:
+    where = [run_alerts.c.fired_at >= since]
+    if job_name is not None:
+        where.append(run_alerts.c.job_name == job_name)
+    count = conn.scalar(sa.select(sa.func.count()).select_from(run_alerts).where(*where)) or 0
+    query = (
+        sa.select(run_alerts)
+        .where(*where)
+        .order_by(run_alerts.c.fired_at.desc(), run_alerts.c.run_id)
+        .limit(limit)
+    )
+    return count, [_fired(r) for r in conn.execute(query).mappings()]
+
+
+def _fired(row: RowMapping) -> FiredAlert:
+    return FiredAlert(
+        run_id=row["run_id"],
+        kind=AlertKind(row["kind"]),
+        job_name=row["job_name"],
+        logical_date=row["logical_date"],
+        limit_seconds=row["limit_seconds"],
+        late_seconds=row["late_seconds"],
+        fired_at=row["fired_at"],
+    )
