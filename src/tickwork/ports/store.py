@@ -1,4 +1,9 @@
-"""The ``Store`` port: durable state, the source of truth."""
+"""The ``Store`` port: durable state, the source of truth, and its parts by concept.
+
+A consumer asks for the part it uses (a worker for ``ExecutionStore``, the scheduler for its
+``SchedulerStore`` in ``scheduler/loop.py``); ``Store`` is every part together, as ``SqlStore``
+implements it.
+"""
 
 from __future__ import annotations
 
@@ -42,37 +47,9 @@ from tickwork.ports.web import AuditLog, DashboardReads, WebSessionStore
 from tickwork.ports.why import WhyStore
 
 
-class Store(
-    TokenStore,
-    IdempotencyStore,
-    LeaseStore,
-    FenceStore,
-    PoolStore,
-    WorkerRegistry,
-    BackfillStore,
-    AuditLog,
-    WebSessionStore,
-    DashboardReads,
-    WhyStore,
-    AlertStore,
-    FactsStore,
-    SecretStore,
-    Protocol,
-):
-    """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.
+class JobStore(Protocol):
+    """Jobs: the definitions the API writes and every process reads."""
 
-    The writes a scheduler makes take ``fence``: with one, the write is made in full only if
-    the fence holds its lease throughout the write's transaction; otherwise nothing is
-    written and ``Fenced`` is raised. ``fence=None`` (embedded mode, workers, the API)
-    writes as before, with no lease involved.
-    """
-
-    async def migrate(self) -> None:
-        """Bring the schema to the newest revision (Alembic ``upgrade head``)."""
-
-    async def close(self) -> None: ...
-
-    # -- jobs --------------------------------------------------------------------------
     async def create_jobs(
         self, items: Sequence[tuple[Job, Sequence[NewRun]]], receipt: KeyReceipt | None = None
     ) -> None:
@@ -127,6 +104,10 @@ class Store(
         Returns the task runs that were running, so their workers can be told to stop.
         """
 
+
+class CronStore(Protocol):
+    """Cron fires: what the scheduler materializes into runs."""
+
     async def due_cron_jobs(self, now: datetime, limit: int) -> list[Job]:
         """Live, unpaused cron jobs whose ``next_fire_at`` is at or before ``now``."""
 
@@ -159,7 +140,10 @@ class Store(
         transaction, not one each.
         """
 
-    # -- runs --------------------------------------------------------------------------
+
+class RunStore(Protocol):
+    """Runs and task runs as the API and the dashboard read and act on them."""
+
     async def create_runs(self, runs: Sequence[NewRun], receipt: KeyReceipt | None = None) -> None:
         """Insert runs with their task runs (a manual trigger).
 
@@ -245,7 +229,15 @@ class Store(
         run's derived state. Raises ``NotFound("task_run", ...)`` for an unknown id.
         """
 
-    # -- dispatch and execution --------------------------------------------------------
+    async def read_logs(
+        self, task_run_id: str, *, after_seq: int = -1, limit: int = 1000
+    ) -> list[LogChunk]:
+        """Chunks with ``seq > after_seq``, in order."""
+
+
+class DispatchStore(Protocol):
+    """Handing due work out: what the scheduler's dispatch, window and reaper read and move."""
+
     async def due_task_runs(
         self, until: datetime, limit: int, *, after: datetime | None = None
     ) -> list[TaskRun]:
@@ -276,17 +268,17 @@ class Store(
         (``queued_at``: when they became claimable; for work handed out ahead, its due
         instant)."""
 
-    async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
-        """queued → running for the given keys (a worker takes them). Returns the rows won.
+    async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
+        """Running task runs whose last heartbeat is older than ``heartbeat_before`` (zombies)."""
 
-        A duplicate or stale message (wrong attempt, already claimed) claims nothing.
-        """
+    async def requeue(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> int:
+        """queued → scheduled (due now) for keys a draining worker gives back."""
 
-    async def heartbeat(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
-        """Refresh ``heartbeat_at`` of running task runs this worker holds.
 
-        Returns the ids among them whose cancellation has been requested.
-        """
+class CompletionStore(Protocol):
+    """Recording finished attempts (a worker's outcomes, the reaper's verdicts)."""
 
     async def complete(
         self, outcomes: Sequence[Outcome], *, fence: Fence | None = None
@@ -299,19 +291,32 @@ class Store(
         their derived states, all in one transaction. See ``Completion``.
         """
 
-    async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
-        """Running task runs whose last heartbeat is older than ``heartbeat_before`` (zombies)."""
 
-    async def requeue(
-        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
-    ) -> int:
-        """queued → scheduled (due now) for keys a draining worker gives back."""
+class ExecutionStore(CompletionStore, Protocol):
+    """What a worker needs of the store: claim, heartbeat, complete, give back, log."""
+
+    async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
+        """queued → running for the given keys (a worker takes them). Returns the rows won.
+
+        A duplicate or stale message (wrong attempt, already claimed) claims nothing.
+        """
+
+    async def heartbeat(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
+        """Refresh ``heartbeat_at`` of running task runs this worker holds.
+
+        Returns the ids among them whose cancellation has been requested.
+        """
 
     async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:
         """running → queued, attempt unchanged, for task runs this worker claimed ahead and
         never started (it is draining). Nothing ran, so no attempt is recorded."""
 
-    # -- history -----------------------------------------------------------------------
+    async def append_logs(self, chunks: Sequence[LogChunk]) -> None: ...
+
+
+class HistoryStore(Protocol):
+    """Housekeeping of the run history."""
+
     async def maintain_partitions(
         self, now: datetime, *, retention_days: int | None = None, ahead: int = 2
     ) -> Maintenance:
@@ -324,10 +329,39 @@ class Store(
         cutoff, with their task runs, attempts and logs, in bounded batches. ``None``: keep
         everything."""
 
-    # -- logs --------------------------------------------------------------------------
-    async def append_logs(self, chunks: Sequence[LogChunk]) -> None: ...
 
-    async def read_logs(
-        self, task_run_id: str, *, after_seq: int = -1, limit: int = 1000
-    ) -> list[LogChunk]:
-        """Chunks with ``seq > after_seq``, in order."""
+class Store(
+    TokenStore,
+    IdempotencyStore,
+    LeaseStore,
+    FenceStore,
+    PoolStore,
+    WorkerRegistry,
+    BackfillStore,
+    AuditLog,
+    WebSessionStore,
+    DashboardReads,
+    WhyStore,
+    AlertStore,
+    FactsStore,
+    SecretStore,
+    JobStore,
+    CronStore,
+    RunStore,
+    DispatchStore,
+    ExecutionStore,
+    HistoryStore,
+    Protocol,
+):
+    """Durable state: jobs, runs, task runs, attempts and logs. The source of truth.
+
+    The writes a scheduler makes take ``fence``: with one, the write is made in full only if
+    the fence holds its lease throughout the write's transaction; otherwise nothing is
+    written and ``Fenced`` is raised. ``fence=None`` (embedded mode, workers, the API)
+    writes as before, with no lease involved.
+    """
+
+    async def migrate(self) -> None:
+        """Bring the schema to the newest revision (Alembic ``upgrade head``)."""
+
+    async def close(self) -> None: ...

@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from tickwork.core.alerts import Alert, due_alerts
 from tickwork.core.model import CallbackEvent, Job
 from tickwork.hooks import AlertContext, Hooks
-from tickwork.ports import Fence, Store
-from tickwork.ports.alerts import AlertCandidate
+from tickwork.ports import Fence, JobStore
+from tickwork.ports.alerts import AlertCandidate, AlertStore
 
 log = logging.getLogger("tickwork.scheduler.alerts")
 
@@ -29,12 +30,16 @@ log = logging.getLogger("tickwork.scheduler.alerts")
 DEFAULT_LOOKBACK = timedelta(hours=1)
 
 
+class AlertWatcherStore(AlertStore, JobStore, Protocol):
+    """What the alert watcher needs of the store: alert candidates and records, their jobs."""
+
+
 class AlertWatcher:
     """Looks for due alerts; :meth:`check` once in a while (the loop's housekeeping)."""
 
     def __init__(
         self,
-        store: Store,
+        store: AlertWatcherStore,
         *,
         fence: Callable[[], Fence | None],
         hooks: Hooks | None = None,

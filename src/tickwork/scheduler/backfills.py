@@ -14,6 +14,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from tickwork.core.backfill import (
     DEFAULT_SHARE,
@@ -31,14 +32,18 @@ from tickwork.core.backfill import (
 )
 from tickwork.core.model import Job, NewRun, RunState, RunTrigger, TaskRunState
 from tickwork.core.runs import new_run
-from tickwork.ports import Fence, Store
-from tickwork.ports.backfills import BackfillStepWrite, OpenDate
+from tickwork.ports import Fence, JobStore, WorkerRegistry
+from tickwork.ports.backfills import BackfillStepWrite, BackfillStore, OpenDate
 
 log = logging.getLogger("tickwork.scheduler.backfills")
 
 #: Workers silent this long are not counted when sharing slots with backfills.
 WORKER_SEEN = timedelta(seconds=30)
 MAX_BACKFILLS_PER_TICK = 50
+
+
+class BackfillDriverStore(BackfillStore, JobStore, WorkerRegistry, Protocol):
+    """What the backfill driver needs of the store: backfills, their job, the live workers."""
 
 
 class BackfillDriver:
@@ -48,7 +53,7 @@ class BackfillDriver:
 
     def __init__(
         self,
-        store: Store,
+        store: BackfillDriverStore,
         *,
         make_id: Callable[[], str],
         fence: Callable[[], Fence | None],

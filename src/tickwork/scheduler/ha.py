@@ -29,11 +29,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import partial
+from typing import Protocol
 
 from tickwork.hooks import Hooks
-from tickwork.ports import Broker, Fence, Fenced, FenceStore, Lease, LeaseStore, Store
+from tickwork.ports import Broker, Fence, Fenced, FenceStore, HistoryStore, Lease, LeaseStore
 from tickwork.scheduler.history import HistoryConfig, maintain_history
-from tickwork.scheduler.loop import DEFAULT_WINDOW, Listen, Scheduler, SchedulerConfig
+from tickwork.scheduler.loop import (
+    DEFAULT_WINDOW,
+    Listen,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerStore,
+)
 
 log = logging.getLogger("tickwork.scheduler.ha")
 
@@ -258,8 +265,13 @@ class HAScheduler:
         log.error("lease deadline passed before a renewal succeeded: stopping scheduling")
 
 
+class LeaderStore(SchedulerStore, HistoryStore, LeaseStore, FenceStore, Protocol):
+    """What a scheduler replica needs of the store: a scheduler's needs, history
+    housekeeping, and (unless coordinated elsewhere) the lease and its fence."""
+
+
 def ha_scheduler(
-    store: Store,
+    store: LeaderStore,
     broker: Broker,
     *,
     holder: str,

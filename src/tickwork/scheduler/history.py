@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from tickwork.ports import Store
+from tickwork.ports import HistoryStore
 
 log = logging.getLogger("tickwork.scheduler.history")
 
@@ -36,7 +36,7 @@ class HistoryConfig:
             raise ValueError(f"every must be a positive number of seconds, not {self.every!r}")
 
 
-async def maintain_once(store: Store, now: datetime, config: HistoryConfig) -> None:
+async def maintain_once(store: HistoryStore, now: datetime, config: HistoryConfig) -> None:
     """One pass; logs what it did. A failure is logged and left to the next pass: the
     history is not needed to schedule (a missing month goes to the DEFAULT partition)."""
     try:
@@ -55,7 +55,7 @@ async def maintain_once(store: Store, now: datetime, config: HistoryConfig) -> N
 
 
 async def maintain_history(
-    store: Store, clock: Callable[[], datetime], config: HistoryConfig
+    store: HistoryStore, clock: Callable[[], datetime], config: HistoryConfig
 ) -> None:
     """``maintain_once`` now and every ``config.every`` seconds, until cancelled."""
     while True:

@@ -17,15 +17,24 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from tickwork.core.model import Job, NewRun, Outcome, TaskRun, TaskRunState
 from tickwork.core.retry import lost_outcome
 from tickwork.core.runs import new_run, skipped_run
 from tickwork.core.schedule import plan_ahead
 from tickwork.hooks import Hooks
-from tickwork.ports import Broker, Delivery, Fence, Materialization, Store
-from tickwork.scheduler.alerts import AlertWatcher
-from tickwork.scheduler.backfills import BackfillDriver
+from tickwork.ports import (
+    Broker,
+    CompletionStore,
+    CronStore,
+    Delivery,
+    DispatchStore,
+    Fence,
+    Materialization,
+)
+from tickwork.scheduler.alerts import AlertWatcher, AlertWatcherStore
+from tickwork.scheduler.backfills import BackfillDriver, BackfillDriverStore
 from tickwork.scheduler.resend import Resender
 
 log = logging.getLogger("tickwork.scheduler")
@@ -93,6 +102,14 @@ def _unfenced() -> None:
 Listen = Callable[[Callable[[], None]], Awaitable[None]]
 
 
+class SchedulerStore(
+    CronStore, DispatchStore, CompletionStore, BackfillDriverStore, AlertWatcherStore, Protocol
+):
+    """What a scheduler needs of the store: cron fires, dispatch, the reaper's completions and
+    the backfill driver's and the alert watcher's reads and writes (no token, web, secret or
+    API reads)."""
+
+
 class Scheduler:
     """Turns schedules into queued task runs. Stateless between ticks: the store is the record.
 
@@ -108,7 +125,7 @@ class Scheduler:
 
     def __init__(
         self,
-        store: Store,
+        store: SchedulerStore,
         broker: Broker,
         *,
         clock: Callable[[], datetime],

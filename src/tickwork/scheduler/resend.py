@@ -21,7 +21,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from tickwork.core.model import TaskRun
-from tickwork.ports import Broker, BrokerUnavailable, Delivery, ForgetfulBroker, Store, TaskKey
+from tickwork.ports import (
+    Broker,
+    BrokerUnavailable,
+    Delivery,
+    DispatchStore,
+    ForgetfulBroker,
+    TaskKey,
+)
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -31,7 +38,7 @@ FORGOT_EVERY = 0.5  # seconds between two checks of the broker's epoch marker
 class Resender:
     def __init__(
         self,
-        store: Store,
+        store: DispatchStore,
         broker: Broker,
         clock: Callable[[], datetime],
         *,

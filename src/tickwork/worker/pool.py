@@ -19,9 +19,9 @@ from tickwork.ports import (
     CancelSignals,
     Completion,
     Delivery,
+    ExecutionStore,
     Runner,
     RunResult,
-    Store,
     TaskKey,
 )
 from tickwork.runtime.batch import Batcher
@@ -95,7 +95,7 @@ class WorkerPool:
 
     def __init__(
         self,
-        store: Store,
+        store: ExecutionStore,
         broker: Broker,
         runners: Mapping[TaskKind, Runner],
         config: PoolConfig,
