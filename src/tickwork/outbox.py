@@ -14,6 +14,11 @@ scheduler's leader listens (``store/pg_listen.py``) and dispatches at once; its 
 (``max_sleep``, 1 s) is the safety net, and a crash between commit and dispatch loses nothing:
 the run is in the table, and whichever scheduler leads next dispatches it.
 
+Once a job has been read, a call costs one statement: the job is remembered per database and
+schema, and the insert itself checks that it is still the live one (a changed or deleted job
+is read again). With ``schema=`` the tables are looked up in that schema rather than the
+connection's ``search_path`` (the application's own tables may live elsewhere).
+
 The work is written once as a generator of statements (``_steps``) and driven by a sync or an
 async executor, so the two paths cannot drift apart.
 """
@@ -42,6 +47,9 @@ CHANNEL = pg_listen.CHANNEL
 _KEY_OWNER = "outbox"
 _KEY_TTL = timedelta(days=1)
 _MAX_ITEMS = 5000
+#: Jobs read by earlier calls, by (database, schema, name): a call then costs one statement.
+_JOBS: dict[tuple[Any, ...], Job] = {}
+_JOBS_KEPT = 256
 
 Query = tuple[str, tuple[Any, ...]]
 Rows = list[Any]  # dict rows, which the store's decoders read by column name
@@ -68,18 +76,20 @@ def enqueue(
     delay: timedelta | float | None = None,
     priority: int | None = None,
     idempotency_key: str | None = None,
+    schema: str | None = None,
 ) -> str:
     """Enqueue one run of ``job`` in ``conn``'s open transaction; returns the run id (the
-    first run's id when ``idempotency_key`` was used before)."""
+    first run's id when ``idempotency_key`` was used before). ``schema``: where tickwork's
+    tables are, when not in ``conn``'s ``search_path``."""
     item = Item(job, params, at, delay, priority, idempotency_key)
-    return enqueue_many(conn, [item])[0]
+    return enqueue_many(conn, [item], schema=schema)[0]
 
 
-def enqueue_many(conn: Any, items: Sequence[Item]) -> list[str]:
+def enqueue_many(conn: Any, items: Sequence[Item], *, schema: str | None = None) -> list[str]:
     """Enqueue ``items`` in ``conn``'s open transaction; their run ids, in order."""
     raw = _driver_connection(conn)
     with raw.cursor(row_factory=_dict_row()) as cur:
-        steps = _steps(items, datetime.now(UTC))
+        steps = _steps(items, datetime.now(UTC), _target(raw, schema))
         try:
             query = next(steps)
             while True:
@@ -99,16 +109,19 @@ async def enqueue_async(
     delay: timedelta | float | None = None,
     priority: int | None = None,
     idempotency_key: str | None = None,
+    schema: str | None = None,
 ) -> str:
     """``enqueue`` on a ``psycopg.AsyncConnection``."""
     item = Item(job, params, at, delay, priority, idempotency_key)
-    return (await enqueue_many_async(conn, [item]))[0]
+    return (await enqueue_many_async(conn, [item], schema=schema))[0]
 
 
-async def enqueue_many_async(conn: Any, items: Sequence[Item]) -> list[str]:
+async def enqueue_many_async(
+    conn: Any, items: Sequence[Item], *, schema: str | None = None
+) -> list[str]:
     """``enqueue_many`` on a ``psycopg.AsyncConnection``."""
     async with conn.cursor(row_factory=_dict_row()) as cur:
-        steps = _steps(items, datetime.now(UTC))
+        steps = _steps(items, datetime.now(UTC), _target(conn, schema))
         try:
             query = next(steps)
             while True:
@@ -136,62 +149,114 @@ def _driver_connection(conn: Any) -> Any:
     return raw
 
 
-def _steps(items: Sequence[Item], now: datetime) -> Generator[Query, Rows, list[str]]:
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where the tables are: the database ``conn`` is on, and the schema (None: search_path)."""
+
+    database: tuple[Any, ...]
+    schema: str | None
+
+    def table(self, name: str) -> str:
+        return pg_enqueue.qualified(self.schema, name)
+
+    def job_key(self, name: str) -> tuple[Any, ...]:
+        return (*self.database, self.schema, name)
+
+
+def _target(raw: Any, schema: str | None) -> _Target:
+    if schema is not None and (
+        not isinstance(schema, str) or not 0 < len(schema) <= 63 or "\x00" in schema
+    ):
+        raise ValidationError("schema", "must be a schema name of 1 to 63 characters")
+    info = raw.info
+    return _Target((info.host, info.port, info.dbname), schema)
+
+
+def _steps(
+    items: Sequence[Item], now: datetime, target: _Target
+) -> Generator[Query, Rows, list[str]]:
     if not 0 < len(items) <= _MAX_ITEMS:
         raise ValidationError("items", f"must hold 1 to {_MAX_ITEMS} runs")
-    jobs: dict[str, Job] = {}
+    read: set[str] = set()  # jobs read from the database by this call (not from the cache)
     out: list[str] = []
     for i, item in enumerate(items):
         where = f"items[{i}]." if len(items) > 1 else ""
-        if item.job not in jobs:
-            jobs[item.job] = yield from _read_job(item.job)
-        job = jobs[item.job]
+        job = _JOBS.get(target.job_key(item.job))
+        if job is None:
+            job = yield from _read_job(item.job, target)
+            read.add(item.job)
         if item.idempotency_key is not None:
-            known = yield from _claim_key(item, where, now)
+            known = yield from _claim_key(item, where, now, target)
             if known is not None:
                 out.append(known)
                 continue
-        enqueue_item = EnqueueItem(item.params, item.priority, _due(item, where, now))
-        copies = plan_copies(job, [enqueue_item], now, new_id, prefix=None, hold=True)
-        sql, params = pg_enqueue.statement(rows_of_copies(copies), job)
-        rows = yield (f"{sql} RETURNING 1", params)
-        if len(rows) != len(copies[0].task_run_ids):
+        run_id = yield from _insert(item, where, now, job, target)
+        if run_id is None and item.job not in read:  # the cached job changed: read it again
+            job = yield from _read_job(item.job, target)
+            read.add(item.job)
+            run_id = yield from _insert(item, where, now, job, target)
+        if run_id is None:
             raise Conflict("job", f"job {job.name!r} changed meanwhile; retry")
-        run_id = copies[0].run_id
         if item.idempotency_key is not None:
-            yield _remember_key(item, run_id)
+            yield _remember_key(item, run_id, target)
         out.append(run_id)
-    yield ("SELECT pg_notify(%s, '')", (CHANNEL,))
     return out
 
 
-def _read_job(name: str) -> Generator[Query, Rows, Job]:
-    # No FOR SHARE (a row lock is a write: it cut the rate to a third): the insert itself
-    # checks the job is still the one read (``planned_from``), else Conflict.
-    rows = yield ("SELECT * FROM jobs WHERE name = %s AND deleted_at IS NULL", (name,))
+def _insert(
+    item: Item, where: str, now: datetime, job: Job, target: _Target
+) -> Generator[Query, Rows, str | None]:
+    """Insert the run if ``job`` is still the live one (one statement, which also notifies
+    the leader); its id, or None if the job changed since it was read."""
+    enqueue_item = EnqueueItem(item.params, item.priority, _due(item, where, now))
+    copies = plan_copies(job, [enqueue_item], now, new_id, prefix=None, hold=True)
+    sql, params = pg_enqueue.statement(
+        rows_of_copies(copies), job, schema=target.schema, notify=CHANNEL
+    )
+    rows = yield (f"{sql} RETURNING 1", params)
+    return copies[0].run_id if len(rows) == len(copies[0].task_run_ids) else None
+
+
+def _read_job(name: str, target: _Target) -> Generator[Query, Rows, Job]:
+    """The live job ``name``, remembered for the next calls (the insert checks it is still the
+    live one, so a changed or deleted job is read again, never used)."""
+    _JOBS.pop(target.job_key(name), None)
+    rows = yield (
+        f"SELECT * FROM {target.table('jobs')} WHERE name = %s AND deleted_at IS NULL",
+        (name,),
+    )
     if not rows:
         raise NotFound("job", name)
     row = rows[0]
-    tasks = yield ("SELECT * FROM tasks WHERE job_id = %s ORDER BY position", (row["id"],))
-    return job_from_row(row, tuple(task_from_row(t) for t in tasks))
+    tasks = yield (
+        f"SELECT * FROM {target.table('tasks')} WHERE job_id = %s ORDER BY position",
+        (row["id"],),
+    )
+    job = job_from_row(row, tuple(task_from_row(t) for t in tasks))
+    if len(_JOBS) >= _JOBS_KEPT:
+        _JOBS.clear()
+    _JOBS[target.job_key(name)] = job
+    return job
 
 
-def _claim_key(item: Item, where: str, now: datetime) -> Generator[Query, Rows, str | None]:
+def _claim_key(
+    item: Item, where: str, now: datetime, target: _Target
+) -> Generator[Query, Rows, str | None]:
     """The run id a committed transaction stored under the key, or None after claiming it (a
     concurrent transaction holding the key makes this one wait for its outcome)."""
     key = item.idempotency_key
     if not isinstance(key, str) or not 0 < len(key) <= 255:
         raise ValidationError(f"{where}idempotency_key", "must be 1 to 255 characters")
     claimed = yield (
-        "INSERT INTO idempotency_keys (token_id, key, request_hash, status, response,"
-        " created_at, expires_at) VALUES (%s, %s, %s, NULL, NULL, %s, %s)"
+        f"INSERT INTO {target.table('idempotency_keys')} (token_id, key, request_hash, status,"
+        " response, created_at, expires_at) VALUES (%s, %s, %s, NULL, NULL, %s, %s)"
         " ON CONFLICT DO NOTHING RETURNING 1",
         (_KEY_OWNER, key, item.job, now, now + _KEY_TTL),
     )
     if claimed:
         return None
     rows = yield (
-        "SELECT response FROM idempotency_keys WHERE token_id = %s AND key = %s",
+        f"SELECT response FROM {target.table('idempotency_keys')} WHERE token_id = %s AND key = %s",
         (_KEY_OWNER, key),
     )
     if not rows or rows[0]["response"] is None:
@@ -200,9 +265,10 @@ def _claim_key(item: Item, where: str, now: datetime) -> Generator[Query, Rows, 
     return run_id
 
 
-def _remember_key(item: Item, run_id: str) -> Query:
+def _remember_key(item: Item, run_id: str, target: _Target) -> Query:
     return (
-        "UPDATE idempotency_keys SET status = 201, response = %s WHERE token_id = %s AND key = %s",
+        f"UPDATE {target.table('idempotency_keys')} SET status = 201, response = %s"
+        " WHERE token_id = %s AND key = %s",
         (json.dumps({"run_id": run_id}), _KEY_OWNER, item.idempotency_key),
     )
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from tests.helpers import eventually, make_job, python_task
@@ -23,7 +24,7 @@ from tickwork.core.params import ParamsContract
 from tickwork.ports import Store
 from tickwork.serve.embedded import Embedded
 from tickwork.serve.wiring import wire
-from tickwork.store.sql import SqlStore
+from tickwork.store.sql import SqlStore, open_store
 from tickwork.worker import capture
 
 pytestmark = pytest.mark.postgres
@@ -162,3 +163,48 @@ async def test_async_psycopg_and_sqlalchemy_session(
     names = [(await finished(engine.store, i)).task_runs[0].config["kwargs"]["name"] for i in ids]
     assert names == ["a1", "a2", "s1"]
     assert sorted(await run_ids(engine.store)) == sorted(ids)
+
+
+async def test_cached_job_read_again_when_changed_or_deleted(
+    job: Job, pg_store: SqlStore, conn: psycopg.Connection
+) -> None:
+    with conn.transaction():
+        first = outbox.enqueue(conn, "greet", {"name": "a"})  # the job is remembered from here
+    contract = ParamsContract({"who": {"type": "string"}}, ("who",))
+    changed = replace(job, params=contract, updated_at=datetime.now(UTC))
+    assert await pg_store.update_job(changed, job.updated_at, reschedule=False)
+
+    with pytest.raises(ValidationError, match=r"params\.name"), conn.transaction():
+        outbox.enqueue(conn, "greet", {"name": "b"})  # the old contract is not used
+    with conn.transaction():
+        second = outbox.enqueue(conn, "greet", {"who": "c"})
+    await pg_store.delete_job(job.id, datetime.now(UTC))
+    with pytest.raises(NotFound), conn.transaction():
+        outbox.enqueue(conn, "greet", {"who": "d"})
+    assert sorted(await run_ids(pg_store)) == sorted([first, second])
+
+
+async def test_tables_in_a_configured_schema(pg_url: str, conn: psycopg.Connection) -> None:
+    conn.execute("DROP SCHEMA IF EXISTS tw_outbox CASCADE")
+    conn.execute("CREATE SCHEMA tw_outbox")
+    url = make_url(pg_url).update_query_dict({"options": "-c search_path=tw_outbox"})
+    store = await open_store(url.render_as_string(hide_password=False))
+    try:
+        await store.migrate()
+        j = make_job("greet", now=datetime.now(UTC), task=python_task(f"{TASKS}:hello"))
+        await store.create_jobs([(j, [])])
+        with pytest.raises(NotFound), conn.transaction():  # not in the search_path
+            outbox.enqueue(conn, "greet")
+        with pytest.raises(ValidationError, match="schema"), conn.transaction():
+            outbox.enqueue(conn, "greet", schema="")
+        with conn.transaction():
+            conn.execute("INSERT INTO app_orders VALUES ('o1')")  # the app's table: public
+            run_id = outbox.enqueue(conn, "greet", schema="tw_outbox", idempotency_key="k")
+            again = outbox.enqueue(conn, "greet", schema="tw_outbox", idempotency_key="k")
+        assert again == run_id
+        assert await run_ids(store) == [run_id]
+        detail = await store.get_run(run_id)
+        assert detail is not None and detail.run.job_name == "greet"
+    finally:
+        await store.close()
+        conn.execute("DROP SCHEMA tw_outbox CASCADE")

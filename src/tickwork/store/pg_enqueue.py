@@ -38,10 +38,20 @@ def fits(rows: RunRows) -> bool:
     return 0 < len(rows.task_runs) <= MAX_ROWS
 
 
-def statement(rows: RunRows, planned_from: Job | None) -> tuple[str, tuple[Any, ...]]:
-    """The guarded ``INSERT`` of ``rows`` and its parameters."""
-    sql = _statement(len(rows.runs), len(rows.task_runs), planned_from is not None)
-    params: list[Any] = []  # in the order of the placeholders
+def statement(
+    rows: RunRows,
+    planned_from: Job | None,
+    *,
+    schema: str | None = None,
+    notify: str | None = None,
+) -> tuple[str, tuple[Any, ...]]:
+    """The guarded ``INSERT`` of ``rows`` and its parameters; ``schema``: the schema of the
+    tables (default: the ``search_path``'s); ``notify``: a channel the same statement notifies
+    (once the task runs are in; PostgreSQL delivers it on commit), saving a round trip."""
+    sql = _statement(
+        len(rows.runs), len(rows.task_runs), planned_from is not None, schema, notify is not None
+    )
+    params: list[Any] = [notify] if notify is not None else []  # in the placeholders' order
     _extend(params, runs, RUN_COLUMNS, rows.runs)
     if planned_from is not None:
         params += [planned_from.id, planned_from.updated_at]
@@ -75,22 +85,29 @@ def _json_columns(table: str, columns: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(i for i, name in enumerate(columns) if isinstance(t.c[name].type, sa.JSON))
 
 
+def qualified(schema: str | None, table: str) -> str:
+    """``table`` in ``schema`` (quoted), or as the ``search_path`` finds it (None)."""
+    return table if schema is None else '"' + schema.replace('"', '""') + '".' + table
+
+
 @cache
-def _statement(n_runs: int, n_task_runs: int, guarded: bool) -> str:
+def _statement(
+    n_runs: int, n_task_runs: int, guarded: bool, schema: str | None = None, notify: bool = False
+) -> str:
     live = (
-        "WHERE EXISTS (SELECT 1 FROM jobs WHERE id = %s AND updated_at = %s "
-        "AND deleted_at IS NULL) "
+        f"WHERE EXISTS (SELECT 1 FROM {qualified(schema, jobs.name)} WHERE id = %s "
+        "AND updated_at = %s AND deleted_at IS NULL) "
         if guarded
         else ""
     )
-    assert jobs.name == "jobs"
     return (
-        f"WITH r AS (INSERT INTO {runs.name} ({_names(RUN_COLUMNS)}) "
+        ("WITH n AS (SELECT pg_notify(%s, '')), " if notify else "WITH ")
+        + f"r AS (INSERT INTO {qualified(schema, runs.name)} ({_names(RUN_COLUMNS)}) "
         f"SELECT * FROM (VALUES {_values(runs, RUN_COLUMNS, n_runs)}) AS v "
         f"{live}RETURNING 1) "
-        f"INSERT INTO {task_runs.name} ({_names(TASK_RUN_COLUMNS)}) "
+        f"INSERT INTO {qualified(schema, task_runs.name)} ({_names(TASK_RUN_COLUMNS)}) "
         f"SELECT * FROM (VALUES {_values(task_runs, TASK_RUN_COLUMNS, n_task_runs)}) AS v "
-        "WHERE EXISTS (SELECT 1 FROM r)"
+        "WHERE EXISTS (SELECT 1 FROM r)" + (" AND EXISTS (SELECT 1 FROM n)" if notify else "")
     )
 
 
