@@ -15,7 +15,7 @@ from tests.fixtures.http_server import ServerState, serve_http
 from tests.fixtures.sinks import MemorySink
 from tests.fixtures.task_runs import make_task_run
 from tests.helpers import FakeClock
-from tests.unit.test_ssrf import INTERNAL, Table
+from tests.unit.runtime.test_ssrf import INTERNAL, Table
 from tickwork.api.app import create_app
 from tickwork.api.auth import Security
 from tickwork.app.services import Services

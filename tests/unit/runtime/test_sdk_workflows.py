@@ -21,7 +21,7 @@ from tickwork.sdk import ApiError, AsyncClient, Client
 from tickwork.sdk.definitions import job_body, load_definition
 from tickwork.store import open_store
 
-ETL_YAML = str(Path(__file__).resolve().parents[2] / "examples" / "etl.yaml")
+ETL_YAML = str(Path(__file__).resolve().parents[3] / "examples" / "etl.yaml")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from tickwork.api.schemas.create import JobCreate
 from tickwork.core.workflow_spec import parse_workflow
 from tickwork.sdk.definitions import DefinitionError, job_body, load_definition
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 AT_FLOW = """\
 name: once

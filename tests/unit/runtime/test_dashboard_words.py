@@ -49,7 +49,7 @@ def test_durations_read_well() -> None:
 
 
 def test_every_state_has_a_glyph_and_the_css_the_same_colour() -> None:
-    css = (Path(__file__).parents[2] / "src/tickwork/dashboard/static/style.css").read_text()
+    css = (Path(__file__).parents[3] / "src/tickwork/dashboard/static/style.css").read_text()
     assert len(set(GLYPHS.values())) == len(GLYPHS)
     for state, colour in COLOURS.items():
         assert state in GLYPHS
