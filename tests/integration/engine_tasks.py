@@ -32,3 +32,11 @@ def huge_result(size: int) -> str:
 def chatty(lines: int, width: int) -> None:
     for i in range(lines):
         print(f"{i:08d}" + "." * width)
+
+
+def current_trace() -> str:
+    """The OpenTelemetry span context this task runs in (``trace id-span id``, hex)."""
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    return f"{context.trace_id:032x}-{context.span_id:016x}"

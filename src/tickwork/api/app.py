@@ -20,6 +20,7 @@ from tickwork.api.schemas import ErrorRead
 from tickwork.api.text import mark_parameters
 from tickwork.app.services import Services
 from tickwork.app.status import StatusService
+from tickwork.observe import tracing
 from tickwork.observe.facts import FactsSource
 from tickwork.observe.health import Health
 from tickwork.observe.http import MetricsEndpoint, RequestTimer
@@ -81,6 +82,10 @@ def create_app(
         swagger_ui_oauth2_redirect_url=f"{DOCS_URL}/oauth2-redirect",
         # Swagger UI's default validator badge loads an image from validator.swagger.io.
         swagger_ui_parameters={"validatorUrl": None},
+        # FastAPI's own OpenTelemetry server span per request (a child of the caller's
+        # traceparent) when observe.tracing is on; the runs a request creates link to it.
+        # Its per-dependency/endpoint spans are left out as noise.
+        telemetry={"operation_spans": False, "tracer_provider": tracing.provider()},
     )
     app.state.services = services
     app.state.health = health or Health(

@@ -14,6 +14,7 @@ from tickwork.hooks.alert_context import AlertContext
 from tickwork.hooks.callables import PythonCallbacks
 from tickwork.hooks.context import CallbackContext, CallbackFailed, event_for
 from tickwork.hooks.webhook import UrlCheck, post_webhook
+from tickwork.observe import tracing
 from tickwork.security.ssrf import UrlGuard
 
 log = logging.getLogger("tickwork.hooks")
@@ -128,7 +129,11 @@ class Hooks:
 
     async def _run(self, callback: Callback, context: Context) -> None:
         async with self._slots:
-            await self._call(callback, context)
+            if tracing.enabled():
+                with tracing.callback_span(context):
+                    await self._call(callback, context)
+            else:
+                await self._call(callback, context)
 
     async def _call(self, callback: Callback, context: Context) -> None:
         deadline = asyncio.timeout(self._timeout)

@@ -25,9 +25,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from tickwork.core.errors import StoreUnavailable
-from tickwork.core.model import Outcome, RunTrigger, TaskRun, TaskRunState
+from tickwork.core.model import NewRun, Outcome, RunTrigger, TaskRun, TaskRunState
 from tickwork.observe import metrics as m
-from tickwork.ports import Completion, Fenced, Lease, Materialization
+from tickwork.observe import tracing
+from tickwork.ports import Completion, Fenced, Lease, Materialization, RunCopy
 
 S = TypeVar("S")
 log = logging.getLogger("tickwork.observe")
@@ -78,6 +79,7 @@ class ObservedStore:
     def _timed(self, op: str, call: Callable[..., Any]) -> Callable[..., Any]:
         seconds = m.STORE_SECONDS.labels(op)
         after = getattr(self, f"_after_{op}", None)
+        traced = getattr(self, f"_trace_{op}", None)
 
         async def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
@@ -96,6 +98,11 @@ class ObservedStore:
                     after(result, *args, **kwargs)
                 except Exception:  # a metrics bug must never fail the store's caller
                     log.exception("metrics of %s failed", op)
+            if traced is not None and tracing.enabled():
+                try:
+                    traced(result, *args, **kwargs)
+                except Exception:  # nor a tracing one
+                    log.exception("tracing of %s failed", op)
             return result
 
         return timed
@@ -164,6 +171,29 @@ class ObservedStore:
             self._epoch = lease.token
             m.ELECTIONS.inc()
             m.LAST_PASS.set(time.time())  # a new leader's loop starts now: not stalled yet
+
+    # -- what tracing records (observe.tracing; only when it is on) -------------------
+    @staticmethod
+    def _trace_claim(claimed: list[TaskRun], _keys: Any, worker: str, now: datetime) -> None:
+        tracing.claimed(claimed, worker, now, time.time_ns())
+
+    @staticmethod
+    def _trace_create_jobs(
+        _r: None, items: Sequence[tuple[Any, Sequence[NewRun]]], *_: Any
+    ) -> None:
+        tracing.runs_created([(nr.run, nr.run.id) for _job, runs in items for nr in runs])
+
+    @staticmethod
+    def _trace_create_runs(_r: None, runs: Sequence[NewRun], *_: Any) -> None:
+        tracing.runs_created([(nr.run, nr.run.id) for nr in runs])
+
+    @staticmethod
+    def _trace_enqueue_runs(_r: None, copies: Sequence[RunCopy], *_: Any, **__: Any) -> None:
+        tracing.runs_created([(c.template.run, c.run_id) for c in copies])
+
+    @staticmethod
+    def _trace_materialize_many(_r: Any, items: Sequence[Materialization], **_: Any) -> None:
+        tracing.runs_created([(nr.run, nr.run.id) for i in items for nr in i.runs])
 
     def _lateness(self, task_runs: Iterable[TaskRun], now: datetime) -> None:
         children = self._lateness_children

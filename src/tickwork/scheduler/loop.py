@@ -24,6 +24,7 @@ from tickwork.core.retry import lost_outcome
 from tickwork.core.runs import new_run, skipped_run
 from tickwork.core.schedule import plan_ahead
 from tickwork.hooks import Hooks
+from tickwork.observe import tracing
 from tickwork.ports import (
     Broker,
     CompletionStore,
@@ -190,6 +191,13 @@ class Scheduler:
 
     async def tick(self, now: datetime) -> None:
         """One pass: everything due at ``now`` is materialized and dispatched."""
+        if tracing.enabled():  # runs created in the pass link to its span
+            with tracing.scheduler_pass():
+                await self._tick(now)
+        else:
+            await self._tick(now)
+
+    async def _tick(self, now: datetime) -> None:
         while await self.materialize_due(now) == self._config.batch:
             pass
         self._backfilling = await self._backfills.step(now)

@@ -44,7 +44,7 @@ from tickwork.core.model import TaskKind
 from tickwork.dashboard import end_streams_on_exit, with_dashboard
 from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
-from tickwork.observe import metrics
+from tickwork.observe import metrics, tracing
 from tickwork.observe.facts import FactsSource
 from tickwork.observe.health import Health
 from tickwork.observe.http import MetricsEndpoint
@@ -192,8 +192,12 @@ def run_process(settings: Settings, build: Callable[[Process], Awaitable[None]])
 
     The first signal runs the stop steps; a second one ends the process at once."""
     configure_logging(settings.log_format)  # alembic's line per migration is quiet too
+    tracing.configure(build.__name__.removeprefix("build_"))  # OTEL_*; off by default
     tune_gc()  # the server stack is imported by now: its objects are frozen out of collections
-    asyncio.run(serve(settings, build))
+    try:
+        asyncio.run(serve(settings, build))
+    finally:
+        tracing.shutdown()  # export the spans still buffered
 
 
 async def serve(settings: Settings, build: Callable[[Process], Awaitable[None]]) -> None:

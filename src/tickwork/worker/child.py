@@ -126,6 +126,20 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise Interrupted()
 
 
+def _enter_trace(traceparent: str | None) -> Callable[[], None] | None:
+    """Make the attempt's span (W3C ``traceparent``) the current OpenTelemetry context, so
+    the task's own spans are its children; returns how to leave it. Without OpenTelemetry
+    installed there is nothing to join."""
+    if not traceparent:
+        return None
+    try:
+        from opentelemetry import context, propagate
+    except ImportError:
+        return None
+    token = context.attach(propagate.extract({"traceparent": traceparent}))
+    return lambda: context.detach(token)
+
+
 class _Runner:
     def __init__(self, channel: _Channel) -> None:
         self._channel = channel
@@ -140,9 +154,12 @@ class _Runner:
         # What the task starts inherits these, as a shell task's processes do: the worker
         # finds them by these even if they leave the process group (worker/tree.py).
         os.environ.update(request.get("env", {}))
+        traced = _enter_trace(request.get("traceparent"))
         try:
             return self._call(request["target"], request["kwargs"])
         finally:
+            if traced is not None:
+                traced()
             taskcontext.leave(token)
             self._out.flush()
             self._err.flush()

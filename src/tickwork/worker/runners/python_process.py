@@ -23,6 +23,7 @@ from typing import Any
 
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import TaskRun
+from tickwork.observe import tracing
 from tickwork.ports import LogSink, RunResult
 from tickwork.runtime.targets import TargetError
 from tickwork.taskcontext import TaskContext
@@ -151,12 +152,14 @@ class ProcessPythonRunner:
             return ended(Ending.CANCELLED, task_run.timeout)
         if self._free is None:
             self._free = asyncio.Semaphore(self._max)
-        request = {
+        request: dict[str, Any] = {
             "target": spec.target,
             "kwargs": dict(spec.kwargs),
             "ctx": context_of(task_run, spec.kwargs).to_json(),
             "env": tickwork_env(task_run),
         }
+        if tracing.enabled():  # the task process makes the attempt's span its current one
+            request["traceparent"] = tracing.traceparent()
         output = capture.LineBufferedSink(log)
         try:
             async with self._free:
