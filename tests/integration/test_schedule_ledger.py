@@ -6,6 +6,7 @@ nobody acted on are ``missed`` and counted by ``missed_ticks``."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 
 from tests.helpers import make_job, shell_task, utc
@@ -53,3 +54,19 @@ async def test_outages_show_as_skipped_or_missed(sqlite_store: Store) -> None:
     everyone = await rig.services.ledger.missed_ticks(MONTH_START)
     daily = [m.logical_date.day for m in everyone if m.job_name == "daily"]
     assert daily == [5, 6]  # the 5th's run never started (late), the 6th has none
+
+
+async def test_a_tick_is_missed_past_the_jobs_own_start_deadline(sqlite_store: Store) -> None:
+    rig = Rig(sqlite_store)
+    job = make_job(
+        "patient", now=MONTH_START, schedule=DAILY, task=shell_task("true"),
+        next_fire_at=utc(2026, 3, 1, 1),
+    )  # fmt: skip
+    await rig.store.create_jobs([(replace(job, start_deadline=7200.0), [])])
+    await _daily_job(rig, "eager")  # the default deadline: 5 min
+    rig.clock.now = utc(2026, 3, 1, 2, 30)  # 90 min after the 01:00 tick; nothing ran
+    missed = await rig.services.ledger.missed_ticks(MONTH_START)
+    assert [m.job_name for m in missed] == ["eager"]
+    rig.clock.now = utc(2026, 3, 1, 3, 0, 1)  # past the patient job's 2 h too
+    missed = await rig.services.ledger.missed_ticks(MONTH_START)
+    assert sorted(m.job_name for m in missed) == ["eager", "patient"]

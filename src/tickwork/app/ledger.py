@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from tickwork.core.ledger import DEFAULT_GRACE, RunMark, Tick, ledger, missed, promised
+from tickwork.core.alerts import policy_of
+from tickwork.core.ledger import RunMark, Tick, ledger, missed, promised
 from tickwork.core.model import Job, RunTrigger, ScheduleKind
 from tickwork.ports import JobFilter, Store, TimeWindow
 
@@ -30,12 +31,10 @@ class LedgerService:
         *,
         get_job: Callable[[str], Awaitable[Job]],
         clock: Callable[[], datetime],
-        grace: timedelta = DEFAULT_GRACE,
     ) -> None:
         self._store = store
         self._get_job = get_job
         self._clock = clock
-        self._grace = grace
 
     async def ledger(self, name: str, start: datetime, end: datetime) -> list[Tick]:
         """Every tick the job's schedule promised in ``[start, end]`` and what became of it."""
@@ -46,7 +45,8 @@ class LedgerService:
         self, since: datetime, until: datetime | None = None, *, job: str | None = None
     ) -> list[MissedTick]:
         """The ticks in ``[since, until]`` (default: now) of every live cron job (or of
-        ``job``) whose run never came, past the grace: a bug or an outage. The one function
+        ``job``) whose run never came (or never started) within the job's start deadline
+        (``start_deadline``, default 5 min): a bug or an outage. The one function
         alerts, metrics and the dashboard count missed runs with."""
         until = until or self._clock()
         jobs = [await self._get_job(job)] if job else await self._cron_jobs()
@@ -59,7 +59,8 @@ class LedgerService:
     async def _ledger(self, job: Job, start: datetime, end: datetime) -> list[Tick]:
         ticks = promised(job, start, end)
         runs = await self._runs(job, start, end) if ticks else {}
-        return ledger(job, ticks, runs, self._clock(), grace=self._grace)
+        # A tick is late past the job's own start deadline: the alerts' and the ledger's agree.
+        return ledger(job, ticks, runs, self._clock(), grace=policy_of(job).deadline)
 
     async def _runs(self, job: Job, start: datetime, end: datetime) -> dict[datetime, RunMark]:
         window = TimeWindow(logical_from=start, logical_to=end + _TICK)
