@@ -98,8 +98,10 @@ async def test_a_run_not_started_past_its_deadline_fires_on_missed_once_with_its
         "finished_at": None,
         "fired_at": (T0 + 3 * MIN).isoformat(),
     }
-    count, [fired] = await store.recent_alerts(T0, job_name="late-start")
-    assert (count, fired.run_id, fired.kind) == (1, late, AlertKind.MISSED)
+    summary = await store.recent_alerts(T0, job_name="late-start")
+    [fired] = summary.newest
+    assert (summary.missed, summary.sla_misses) == (1, 0)
+    assert (fired.run_id, fired.kind, fired.late_seconds) == (late, AlertKind.MISSED, 60.0)
 
 
 async def test_the_default_deadline_applies_and_backfills_paused_jobs_stay_quiet(
@@ -133,7 +135,8 @@ async def test_a_run_over_its_sla_fires_on_sla_miss_once_one_in_time_never(
     for minute in (9, 12, 15):
         await watch(store, T0 + minute * MIN)
     assert sorted(alerts_of("sla-job")) == [("on_sla_miss", slow)]
-    assert (await store.recent_alerts(T0, job_name="sla-job"))[0] == 1
+    summary = await store.recent_alerts(T0, job_name="sla-job")
+    assert (summary.missed, summary.sla_misses) == (0, 1)
 
 
 async def _lease_fences(store: SqlStore) -> tuple[Fence, Callable[[], Awaitable[Fence]]]:
@@ -183,7 +186,7 @@ async def test_a_new_leader_fires_no_alert_twice_and_the_old_one_is_fenced(
     # The new leader looks an hour back: the first alert is on record, only the second fires.
     await watch(store, T0 + 4 * MIN, new)
     assert alerts_of("failover") == [("on_missed", first), ("on_missed", second)]
-    assert (await store.recent_alerts(T0, job_name="failover"))[0] == 2
+    assert (await store.recent_alerts(T0, job_name="failover")).missed == 2
 
 
 def _success(task_run_id: str, at: datetime) -> Outcome:

@@ -8,20 +8,28 @@ schedules and works), distributed processes as ``scheduler`` and ``worker``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tickwork import __version__
 from tickwork.observe.facts import FactsSource, Snapshot
 from tickwork.ports import Store, WorkerInfo
+from tickwork.ports.alerts import AlertSummary, FiredAlert
 
 #: A ``status`` answer is read fresh (seconds of cache: none): ``job add`` asks it right after
 #: a worker may have started, and its few indexed queries cost less than a stale answer.
 STATUS_MAX_AGE = 0.0
+#: Run alerts (missed start deadlines, SLA misses) are counted over this last span.
+ALERT_SPAN = timedelta(hours=1)
+#: The newest alerts a status names.
+ALERTS_SHOWN = 10
+_NO_ALERTS = AlertSummary(0, 0, [])
 
 
 @dataclass(frozen=True, slots=True)
 class StatusWarning:
-    code: str  # no_leader, unserved_queue, missed_fires, dead_letters, lost_workers
+    # no_leader, unserved_queue, missed_fires, missed_runs, sla_misses, dead_letters,
+    # lost_workers
+    code: str
     message: str
     queue: str | None = None
 
@@ -59,6 +67,7 @@ class StatusReport:
     served: list[str]  # queues some live worker takes (``*``: every queue)
     dead_letters: int
     missed_fires: int  # in the last hour
+    alerts: AlertSummary = _NO_ALERTS  # run alerts fired in the last hour (ALERT_SPAN)
     warnings: list[StatusWarning] = field(default_factory=list)
 
 
@@ -70,7 +79,8 @@ class StatusService:
     async def report(self) -> StatusReport:
         snap = await self._facts.snapshot(STATUS_MAX_AGE)
         revision = await self._store.schema_revision()
-        return build_report(snap, revision)
+        alerts = await self._store.recent_alerts(snap.taken_at - ALERT_SPAN, limit=ALERTS_SHOWN)
+        return build_report(snap, revision, alerts)
 
     async def unserved(self, queues: set[str]) -> list[str]:
         """Of ``queues``, those no live worker takes (for ``job add``'s warning)."""
@@ -78,7 +88,9 @@ class StatusService:
         return sorted(q for q in queues if not snap.serves(q))
 
 
-def build_report(snap: Snapshot, revision: str | None) -> StatusReport:
+def build_report(
+    snap: Snapshot, revision: str | None, alerts: AlertSummary = _NO_ALERTS
+) -> StatusReport:
     leader = snap.leader
     lease = snap.lease if snap.lease is not None and snap.lease.holder == leader else None
     embedded = any(w.kind == "embedded" and snap.live(w) for w in snap.processes)
@@ -99,6 +111,7 @@ def build_report(snap: Snapshot, revision: str | None) -> StatusReport:
         served=sorted({q for w in workers if w.live for q in w.info.queues}),
         dead_letters=snap.facts.dead_letters,
         missed_fires=snap.facts.missed_fires,
+        alerts=alerts,
     )
     report.warnings.extend(warnings(report, snap))
     return report
@@ -125,6 +138,27 @@ def _queues(snap: Snapshot) -> list[QueueStatus]:
     return found
 
 
+def alert_warnings(alerts: AlertSummary) -> list[StatusWarning]:
+    """Warnings for the run alerts of the last hour, naming the newest runs of each kind."""
+    found: list[StatusWarning] = []
+    for code, count, what in (
+        ("missed_runs", alerts.missed, "did not start within their job's start_deadline"),
+        ("sla_misses", alerts.sla_misses, "did not finish within their job's sla"),
+    ):
+        if count:
+            runs = _named([a for a in alerts.newest if a.kind.value == _KINDS[code]])
+            found.append(StatusWarning(code, f"{count} run(s) {what} in the last hour: {runs}"))
+    return found
+
+
+_KINDS = {"missed_runs": "on_missed", "sla_misses": "on_sla_miss"}
+
+
+def _named(fired: list[FiredAlert]) -> str:
+    shown = ", ".join(f"{a.job_name} {a.logical_date:%Y-%m-%d %H:%M} ({a.run_id})" for a in fired)
+    return shown + " (see `tickwork job ledger`)" if shown else "see `tickwork job ledger`"
+
+
 def warnings(report: StatusReport, snap: Snapshot) -> list[StatusWarning]:
     found: list[StatusWarning] = []
     if report.leader is None:
@@ -147,6 +181,7 @@ def warnings(report: StatusReport, snap: Snapshot) -> list[StatusWarning]:
                 "skipped: the scheduler was down or behind)",
             )
         )
+    found.extend(alert_warnings(report.alerts))
     if report.dead_letters:
         found.append(
             StatusWarning(

@@ -44,6 +44,8 @@ def print_report(found: dict[str, Any]) -> None:
             "standbys": ", ".join(found["standbys"]) or "-",
             "dead letters": found["dead_letters"],
             "missed fires (1 h)": found["missed_fires_last_hour"],
+            "missed runs (1 h)": found.get("missed_runs_last_hour", 0),
+            "SLA misses (1 h)": found.get("sla_misses_last_hour", 0),
         }
     )
     print_table(

@@ -34,6 +34,15 @@ class FiredAlert:
     fired_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class AlertSummary:
+    """Alerts fired since some instant: how many of each kind, and the newest few."""
+
+    missed: int
+    sla_misses: int
+    newest: list[FiredAlert]
+
+
 class AlertStore(Protocol):
     async def alert_candidates(self, since: datetime, now: datetime) -> list[AlertCandidate]:
         """Runs of ticks (``core.alerts.WATCHED_TRIGGERS``) of live, unpaused jobs whose
@@ -49,6 +58,6 @@ class AlertStore(Protocol):
 
     async def recent_alerts(
         self, since: datetime, *, job_name: str | None = None, limit: int = 50
-    ) -> tuple[int, list[FiredAlert]]:
-        """How many alerts fired since ``since`` (of ``job_name``, or of every job) and the
-        newest ``limit`` of them, newest first."""
+    ) -> AlertSummary:
+        """How many alerts of each kind fired since ``since`` (of ``job_name``, or of every
+        job) and the newest ``limit`` of them, newest first."""

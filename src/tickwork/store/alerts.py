@@ -25,7 +25,7 @@ from tickwork.core.alerts import (
 )
 from tickwork.core.ledger import DEFAULT_GRACE
 from tickwork.core.model import RunState, RunTrigger
-from tickwork.ports.alerts import AlertCandidate, FiredAlert
+from tickwork.ports.alerts import AlertCandidate, AlertSummary, FiredAlert
 from tickwork.store.dialect import Dialect
 from tickwork.store.schema import jobs, run_alerts, runs
 
@@ -142,18 +142,23 @@ def _row(alert: Alert, job_id: str, now: datetime) -> dict[str, Any]:
 
 def recent_alerts(
     conn: Connection, since: datetime, job_name: str | None, limit: int
-) -> tuple[int, list[FiredAlert]]:
+) -> AlertSummary:
     where = [run_alerts.c.fired_at >= since]
     if job_name is not None:
         where.append(run_alerts.c.job_name == job_name)
-    count = conn.scalar(sa.select(sa.func.count()).select_from(run_alerts).where(*where)) or 0
+    by_kind = sa.select(run_alerts.c.kind, sa.func.count()).where(*where).group_by("kind")
+    counts: dict[str, int] = {row[0]: row[1] for row in conn.execute(by_kind)}
     query = (
         sa.select(run_alerts)
         .where(*where)
         .order_by(run_alerts.c.fired_at.desc(), run_alerts.c.run_id)
         .limit(limit)
     )
-    return count, [_fired(r) for r in conn.execute(query).mappings()]
+    return AlertSummary(
+        missed=counts.get(AlertKind.MISSED.value, 0),
+        sla_misses=counts.get(AlertKind.SLA_MISS.value, 0),
+        newest=[_fired(r) for r in conn.execute(query).mappings()],
+    )
 
 
 def _fired(row: RowMapping) -> FiredAlert:

@@ -52,7 +52,7 @@ from tickwork.ports import (
     TimeWindow,
     WorkerInfo,
 )
-from tickwork.ports.alerts import AlertCandidate, FiredAlert
+from tickwork.ports.alerts import AlertCandidate, AlertSummary
 from tickwork.ports.backfills import BackfillCounts, BackfillDate, BackfillStepWrite, OpenDate
 from tickwork.ports.facts import StoreFacts
 from tickwork.ports.web import (
@@ -632,7 +632,7 @@ class SqlStore:
 
     async def recent_alerts(
         self, since: datetime, *, job_name: str | None = None, limit: int = 50
-    ) -> tuple[int, list[FiredAlert]]:
+    ) -> AlertSummary:
         return await self._read(lambda conn: alerts.recent_alerts(conn, since, job_name, limit))
 
     # -- why -----------------------------------------------------------------

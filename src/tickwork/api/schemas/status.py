@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tickwork.app.status import StatusReport
+from tickwork.ports.alerts import FiredAlert
 
 
 class WarningRead(BaseModel):
@@ -48,6 +49,31 @@ class LeaderRead(BaseModel):
     live: bool = True  # a leader is only reported while its lease is live
 
 
+class AlertRead(BaseModel):
+    """A run alert: ``run_id`` passed its ``limit_seconds`` (from its logical date) by
+    ``late_seconds``; ``kind`` is the hook it fired: ``on_missed`` or ``on_sla_miss``."""
+
+    kind: str
+    job_name: str
+    run_id: str
+    logical_date: datetime
+    limit_seconds: float
+    late_seconds: float
+    fired_at: datetime
+
+    @classmethod
+    def of(cls, a: FiredAlert) -> AlertRead:
+        return cls(
+            kind=a.kind.value,
+            job_name=a.job_name,
+            run_id=a.run_id,
+            logical_date=a.logical_date,
+            limit_seconds=a.limit_seconds,
+            late_seconds=a.late_seconds,
+            fired_at=a.fired_at,
+        )
+
+
 class StatusRead(BaseModel):
     """The leader and standbys, workers, queues, and what needs attention (``warnings``)."""
 
@@ -62,6 +88,13 @@ class StatusRead(BaseModel):
     served_queues: list[str]
     dead_letters: int
     missed_fires_last_hour: int
+    missed_runs_last_hour: int = Field(
+        description="Runs that did not start within their job's start_deadline (on_missed)."
+    )
+    sla_misses_last_hour: int = Field(
+        description="Runs that did not finish within their job's sla (on_sla_miss)."
+    )
+    alerts: list[AlertRead] = Field(description="The newest run alerts of the last hour.")
     warnings: list[WarningRead]
 
     @classmethod
@@ -96,6 +129,9 @@ class StatusRead(BaseModel):
             served_queues=r.served,
             dead_letters=r.dead_letters,
             missed_fires_last_hour=r.missed_fires,
+            missed_runs_last_hour=r.alerts.missed,
+            sla_misses_last_hour=r.alerts.sla_misses,
+            alerts=[AlertRead.of(a) for a in r.alerts.newest],
             warnings=[
                 WarningRead(code=w.code, message=w.message, queue=w.queue) for w in r.warnings
             ],
