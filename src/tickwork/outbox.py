@@ -190,7 +190,12 @@ def _steps(
             if known is not None:
                 out.append(known)
                 continue
-        run_id = yield from _insert(item, where, now, job, target)
+        try:
+            run_id = yield from _insert(item, where, now, job, target)
+        except ValidationError:
+            if item.job in read:
+                raise
+            run_id = None  # refused by a remembered contract, which may be out of date
         if run_id is None and item.job not in read:  # the cached job changed: read it again
             job = yield from _read_job(item.job, target)
             read.add(item.job)

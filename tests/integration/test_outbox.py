@@ -174,10 +174,12 @@ async def test_cached_job_read_again_when_changed_or_deleted(
     changed = replace(job, params=contract, updated_at=datetime.now(UTC))
     assert await pg_store.update_job(changed, job.updated_at, reschedule=False)
 
-    with pytest.raises(ValidationError, match=r"params\.name"), conn.transaction():
-        outbox.enqueue(conn, "greet", {"name": "b"})  # the old contract is not used
-    with conn.transaction():
+    with conn.transaction():  # refused by the remembered contract: read again, accepted
         second = outbox.enqueue(conn, "greet", {"who": "c"})
+    back = replace(job, updated_at=datetime.now(UTC))  # the first contract again
+    assert await pg_store.update_job(back, changed.updated_at, reschedule=False)
+    with pytest.raises(ValidationError, match=r"params\.who"), conn.transaction():
+        outbox.enqueue(conn, "greet", {"who": "b"})  # accepted by the remembered one: not used
     await pg_store.delete_job(job.id, datetime.now(UTC))
     with pytest.raises(NotFound), conn.transaction():
         outbox.enqueue(conn, "greet", {"who": "d"})
