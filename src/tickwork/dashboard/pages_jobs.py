@@ -12,6 +12,7 @@ import yaml
 from starlette.responses import Response
 
 from tickwork.api.schemas import JobRead
+from tickwork.core.alerts import DEFAULT_START_DEADLINE
 from tickwork.core.errors import ValidationError
 from tickwork.core.layout import layout
 from tickwork.core.model import Job, RunState, Schedule
@@ -84,6 +85,8 @@ async def job(ctx: Ctx) -> Response:
         fires=[(f, dst_change(f, found.schedule.timezone)) for f in fires],
         history=history.runs,
         graph=dag_of_job(found) if len(found.tasks) > 1 else None,
+        alerts=await ctx.store.recent_alerts(ctx.now - timedelta(days=1), job_name=name, limit=10),
+        default_deadline=DEFAULT_START_DEADLINE,
     )
 
 

@@ -20,6 +20,7 @@ from tickwork.ports import WorkerInfo
 LEASE = "scheduler"
 DEAD_LETTER_CAP = 10_000
 FAILING_ROWS = 10
+ALERT_ROWS = 10
 LATENESS_SAMPLE = 2000
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -55,6 +56,7 @@ async def overview(ctx: Ctx) -> Response:
         dead=await store.dead_letter_count(DEAD_LETTER_CAP),
         dead_cap=DEAD_LETTER_CAP,
         failing=await store.failing_now(now - timedelta(hours=1), FAILING_ROWS),
+        alerts=await store.recent_alerts(now - timedelta(hours=1), limit=ALERT_ROWS),
     )
 
 
