@@ -9,7 +9,11 @@ in the batch sizes W1 uses, and reports CPU microseconds per job with and withou
 loaded machine this is steadier than an end-to-end A/B of W1, whose noise is larger than the
 effect.
 
+With ``--tracing``, a third measurement: the same with OpenTelemetry tracing on (a claim
+and an attempt span per job, handed to an exporter that drops them), what tracing adds.
+
 Usage: .venv/bin/python bench/metrics_cost.py [--jobs 20000] [--batch 100] [--rounds 5]
+       [--tracing]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from tickwork.core.model import Outcome, RunTrigger, TaskRun, TaskRunState
 from tickwork.core.runs import new_run
 from tickwork.ids import new_id
+from tickwork.observe import tracing
 from tickwork.observe.runner import ObservedRunner
 from tickwork.observe.store import observed_broker, observed_store
 from tickwork.ports import Completion, Delivery, LogSink, RunResult
@@ -112,21 +117,43 @@ async def measure(observed: bool, jobs: int, batch: int) -> float:
     return (time.process_time() - start) / jobs * 1e6
 
 
+async def measure_traced(jobs: int, batch: int) -> float:
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracing.configure("bench", env={}, exporter=Drop())
+    try:
+        return await measure(True, jobs, batch)
+    finally:
+        tracing.shutdown()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tracing", action="store_true")
     args = parser.parse_args()
     on: list[float] = []
     off: list[float] = []
+    traced: list[float] = []
     for _ in range(args.rounds):  # alternating, so drift in the machine's load hits both
         off.append(asyncio.run(measure(False, args.jobs, args.batch)))
         on.append(asyncio.run(measure(True, args.jobs, args.batch)))
+        if args.tracing:
+            traced.append(asyncio.run(measure_traced(args.jobs, args.batch)))
     added = statistics.median(on) - statistics.median(off)
     print(f"hot path without metrics: {statistics.median(off):.1f} us CPU per job (median)")
     print(f"hot path with metrics:    {statistics.median(on):.1f} us CPU per job (median)")
     print(f"metrics add:              {added:.1f} us CPU per job")
+    if traced:
+        more = statistics.median(traced) - statistics.median(on)
+        print(f"with metrics and tracing: {statistics.median(traced):.1f} us CPU per job")
+        print(f"tracing adds:             {more:.1f} us CPU per job")
 
 
 if __name__ == "__main__":

@@ -232,3 +232,20 @@ def test_the_traceparent_goes_in_a_shell_env_and_an_http_header_a_tasks_own_wins
     assert tracing.with_traceparent(bare, tp).config["headers"] == {"traceparent": tp}
     python = make_task_run(TaskKind.PYTHON, {"target": "m:f"})
     assert tracing.with_traceparent(python, tp) is python  # its context travels otherwise
+
+
+@pytest.mark.parametrize(
+    ("sampler", "kept"), [("parentbased_always_on", True), ("always_off", False)]
+)
+def test_a_runs_spans_are_sampled_as_its_root_was(
+    sampler: str, kept: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", sampler)  # read by the SDK
+    assert tracing.configure("test", env={}, exporter=InMemorySpanExporter())
+    try:
+        parent = trace.get_current_span(tracing.run_context("01a231e82ee81a0c278a51c9ec0b8502"))
+        assert parent.get_span_context().trace_flags.sampled is kept
+    finally:
+        tracing.shutdown()

@@ -44,6 +44,7 @@ log = logging.getLogger("tickwork.observe")
 _enabled = False
 _tracer: Any = None
 _provider: Any = None
+_keep_all = True  # the sampler keeps every root (the default): no need to ask it per run
 #: (trace id, span id) the next span started must take: the root span of a run.
 _forced: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
     "tickwork_forced_ids", default=None
@@ -72,7 +73,7 @@ def configure(service: str, env: Mapping[str, str] | None = None, exporter: Any 
     ``service`` names the process kind (``tickwork-<service>`` unless ``OTEL_SERVICE_NAME``).
     Returns whether tracing is on. Configured from the environment, the provider is also
     made the global one (if none is yet), so a python task's own tracer joins the trace."""
-    global _enabled, _tracer, _provider
+    global _enabled, _tracer, _provider, _keep_all
     env = os.environ if env is None else env
     if exporter is None and not wanted(env):
         return False
@@ -84,6 +85,8 @@ def configure(service: str, env: Mapping[str, str] | None = None, exporter: Any 
         return False
     _provider = otel_sdk.provider(service, env, exporter, _forced, make_global=exporter is None)
     _tracer = _provider.get_tracer("tickwork")
+    root = _provider.sampler.get_description()
+    _keep_all = root.startswith(("AlwaysOnSampler", "ParentBased{root:AlwaysOnSampler"))
     _enabled = True
     return True
 
@@ -108,13 +111,18 @@ def _ids(run_id: str) -> tuple[int, int]:
 
 
 def run_context(run_id: str) -> Any:
-    """A context whose parent is the run's root span (for its task runs' spans)."""
+    """A context whose parent is the run's root span (for its task runs' spans), sampled as
+    the root was: the sampler decides a root by its trace id alone (``always_on``,
+    ``traceidratio`` and their ``parentbased_`` forms), so asking it again here gives the
+    root's decision, and a run's trace is kept or dropped whole."""
     from opentelemetry import trace
 
     trace_id, span_id = _ids(run_id)
-    parent = trace.SpanContext(
-        trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED)
+    sampled = (
+        _keep_all or _provider.sampler.should_sample(None, trace_id, "run").decision.is_sampled()
     )
+    flags = trace.TraceFlags(trace.TraceFlags.SAMPLED if sampled else 0)
+    parent = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
     return trace.set_span_in_context(trace.NonRecordingSpan(parent))
 
 
@@ -162,12 +170,16 @@ def _task_attributes(tr: TaskRun) -> dict[str, Any]:
 
 
 def claimed(task_runs: list[TaskRun], worker: str, start: datetime, end_ns: int) -> None:
-    """A ``claim`` span per task run a worker won, in its run's trace."""
+    """A ``claim`` span per task run a worker won, in its run's trace (the attempt span
+    carries the task run's other attributes)."""
     for tr in task_runs:
-        attributes = _task_attributes(tr)
-        attributes["tickwork.worker"] = worker
         since = tr.queued_at or tr.due_at
-        attributes["tickwork.queue_wait_seconds"] = max((start - since).total_seconds(), 0.0)
+        attributes = {
+            "tickwork.task_run_id": tr.id,
+            "tickwork.attempt": tr.attempt,
+            "tickwork.worker": worker,
+            "tickwork.queue_wait_seconds": max((start - since).total_seconds(), 0.0),
+        }
         span = _tracer.start_span(
             f"claim {tr.job_name}.{tr.task_name}",
             context=run_context(tr.run_id),
