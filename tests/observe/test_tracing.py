@@ -249,3 +249,16 @@ def test_a_runs_spans_are_sampled_as_its_root_was(
         assert parent.get_span_context().trace_flags.sampled is kept
     finally:
         tracing.shutdown()
+
+
+def test_the_exporter_is_named_by_otel_traces_exporter() -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    from tickwork.core.errors import ValidationError
+    from tickwork.observe.otel_sdk import exporter_from
+
+    assert isinstance(exporter_from({}), OTLPSpanExporter)
+    assert isinstance(exporter_from({"OTEL_TRACES_EXPORTER": "console"}), ConsoleSpanExporter)
+    with pytest.raises(ValidationError, match="must be otlp, console or none, not 'jaeger'"):
+        exporter_from({"OTEL_TRACES_EXPORTER": "jaeger"})

@@ -18,6 +18,8 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
+from tickwork.core.errors import ValidationError
+
 
 class RunIds(IdGenerator):
     """Random ids, except for a run's root span: its trace id is the run id and its span id
@@ -41,7 +43,9 @@ def exporter_from(env: Mapping[str, str]) -> SpanExporter:
     if name == "console":
         return ConsoleSpanExporter()
     if name != "otlp":
-        raise ValueError(f"OTEL_TRACES_EXPORTER: {name!r} is not supported (otlp, console)")
+        raise ValidationError(
+            "OTEL_TRACES_EXPORTER", f"must be otlp, console or none, not {name!r}"
+        )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return OTLPSpanExporter()  # reads OTEL_EXPORTER_OTLP_* itself
