@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from tests.contract.factory import at, make_job, make_run, shell_task
@@ -78,3 +79,45 @@ async def test_log_tail_reads_the_last_chunks_in_order(store: SqlStore) -> None:
     tail = await store.log_tail(tr.id, 3)
     assert [c.seq for c in tail] == [7, 8, 9]
     assert tail[-1].data == "line 9\n"
+
+
+async def test_recent_run_states_of_many_jobs_in_one_statement(store: SqlStore) -> None:
+    made = [make_job(f"j{i}") for i in range(3)]
+    await store.create_jobs([(j, []) for j in made])
+    await store.create_runs(
+        [make_run(j, at(60 * n), state=TaskRunState.SUCCESS) for j in made[:2] for n in range(4)]
+    )
+    strips = await store.recent_run_states([j.id for j in made], 3)
+    assert set(strips) == {j.id for j in made}
+    assert strips[made[2].id] == []  # never ran
+    for job in made[:2]:
+        assert [r.logical_date for r in strips[job.id]] == [at(180), at(120), at(60)]
+
+
+async def test_cron_jobs_grouped_by_schedule_and_named_by_schedule(store: SqlStore) -> None:
+    soon, later = at(60), at(10 * 86400)
+    daily = [make_job(f"d{i}", cron="0 9 * * *", next_fire_at=soon) for i in range(3)]
+    paused = replace(make_job("p", cron="0 9 * * *", next_fire_at=soon), paused=True)
+    bounded = replace(
+        make_job("b", cron="0 9 * * *", next_fire_at=soon),
+        schedule=replace(daily[0].schedule, start=at(0)),
+    )
+    far = make_job("far", cron="0 9 * * *", next_fire_at=later)
+    hourly = make_job("h", cron="0 * * * *", next_fire_at=soon)
+    await store.create_jobs([(j, []) for j in (*daily, paused, bounded, far, hourly)])
+    until = at(7 * 86400)
+    groups = {
+        (g.schedule.cron, g.schedule.start): (g.jobs, g.active)
+        for g in await store.cron_schedules_firing_before(until)
+    }
+    assert groups == {
+        ("0 9 * * *", None): (4, 3),
+        ("0 9 * * *", at(0)): (1, 1),
+        ("0 * * * *", None): (1, 1),
+    }
+    named = await store.cron_jobs_of([daily[0].schedule], until)
+    assert [(j.name, j.paused) for j in named] == [
+        ("d0", False), ("d1", False), ("d2", False), ("p", True)
+    ]  # fmt: skip
+    assert [j.name for j in await store.cron_jobs_of([bounded.schedule], until)] == ["b"]
+    assert await store.cron_jobs_of([], until) == []

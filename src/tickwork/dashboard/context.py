@@ -18,6 +18,7 @@ from tickwork.dashboard.events import Hub
 from tickwork.dashboard.render import render
 from tickwork.dashboard.session import Visitor, set_cookie
 from tickwork.ports import Scope, Store, WorkerInfo
+from tickwork.ports.web import QueueDepth
 
 FLASH_COOKIE = "tw_flash"
 THEME_COOKIE = "tw_theme"
@@ -64,8 +65,12 @@ class Site:
         at, cached = self._alarm
         if time.monotonic() - at < ALARM_TTL:
             return cached
-        depths = await self.store.queue_depths()
-        taken = {q for w in await self.workers(now) for q in w.queues}
+        return self.note_orphans(await self.store.queue_depths(), await self.workers(now))
+
+    def note_orphans(self, depths: list[QueueDepth], workers: list[WorkerInfo]) -> list[str]:
+        """The orphan queues given the depths and live workers a page has read anyway; kept
+        for ``ALARM_TTL`` like a fresh look."""
+        taken = {q for w in workers for q in w.queues}
         orphans = sorted({d.queue for d in depths if d.depth} - taken) if "*" not in taken else []
         self._alarm = (time.monotonic(), orphans)
         return orphans

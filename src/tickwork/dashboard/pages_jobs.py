@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -21,7 +20,7 @@ from tickwork.dashboard.context import Ctx
 from tickwork.dashboard.svg import dag_of_job
 from tickwork.dashboard.words import dst_change
 from tickwork.ports import JobFilter
-from tickwork.ports.web import CronJob
+from tickwork.ports.web import CronJob, ScheduleGroup
 
 JOBS_PER_PAGE = 50
 STRIP_RUNS = 20
@@ -122,23 +121,19 @@ async def calendar(ctx: Ctx) -> Response:
     # From midnight UTC, so that the heat map's rows are days and its columns hours.
     hour0 = ctx.now.replace(hour=0, minute=0, second=0, microsecond=0)
     end = hour0 + timedelta(days=CALENDAR_DAYS)
-    # Jobs grouped by schedule: 2,000 jobs usually share a few dozen schedules, and the fires
-    # of each schedule are computed once (and cached for the hour).
-    by_schedule: dict[Schedule, list[CronJob]] = defaultdict(list)
-    for j in await ctx.store.cron_jobs_firing_before(end):
-        by_schedule[j.schedule].append(j)
+    # Jobs grouped by schedule in the database: 2,000 jobs usually share a few dozen
+    # schedules, and the fires of each schedule are computed once (and cached for the hour).
+    groups = await ctx.store.cron_schedules_firing_before(end)
     load: Counter[datetime] = Counter()
-    groups = list(by_schedule.items())
     total = 0
-    for schedule, group in groups:
-        per_hour, _ = _fires(schedule, hour0)
-        active = sum(1 for j in group if not j.paused)
+    for group in groups:
+        per_hour, _ = _fires(group.schedule, hour0)
         for hour, n in per_hour.items():
-            load[hour] += n * active
-        total += sum(n for hour, n in per_hour.items() if hour > ctx.now) * len(group)
+            load[hour] += n * group.active
+        total += sum(n for hour, n in per_hour.items() if hour > ctx.now) * group.jobs
     peak = max(load.values(), default=0)
     hours = [hour0 + timedelta(hours=h) for h in range(CALENDAR_DAYS * 24)]
-    shown = _soonest(groups, hour0, ctx.now)
+    shown = await _soonest(ctx, groups, hour0, end)
     return await ctx.page(
         "calendar.html", title="Calendar", nav="calendar", rows=shown,
         more=max(0, total - len(shown)), hours=hours, load=load, peak=peak,
@@ -146,29 +141,35 @@ async def calendar(ctx: Ctx) -> Response:
     )  # fmt: skip
 
 
-def _soonest(
-    groups: list[tuple[Schedule, list[CronJob]]], hour0: datetime, now: datetime
+async def _soonest(
+    ctx: Ctx, groups: list[ScheduleGroup], hour0: datetime, end: datetime
 ) -> list[tuple[datetime, CronJob, bool]]:
     """The first CALENDAR_ROWS fires over all jobs: the schedules' fire lists merged lazily,
-    each fire standing for every job of its schedule."""
+    each fire standing for every job of its schedule; the names of only the jobs on the
+    schedules those rows need are read (one query)."""
     merged = heapq.merge(
-        *(((f, i) for f in _fires(s, hour0)[1]) for i, (s, _) in enumerate(groups))
+        *(((f, i) for f in _fires(g.schedule, hour0)[1]) for i, g in enumerate(groups))
     )
-    rows: list[tuple[datetime, CronJob, bool]] = []
+    fires: list[tuple[datetime, int]] = []
+    count = 0
     for fire, index in merged:
-        if fire <= now:
+        if fire <= ctx.now:
             continue  # today's earlier hours count in the load, not as upcoming
-        schedule, group = groups[index]
+        fires.append((fire, index))
+        count += groups[index].jobs
+        if count >= CALENDAR_ROWS:
+            break
+    needed = sorted({i for _, i in fires})
+    named = await ctx.store.cron_jobs_of([groups[i].schedule for i in needed], end)
+    by_schedule: dict[Schedule, list[CronJob]] = defaultdict(list)
+    for job in named:
+        by_schedule[job.schedule].append(job)
+    rows: list[tuple[datetime, CronJob, bool]] = []
+    for fire, index in fires:
+        schedule = groups[index].schedule
         dst = dst_change(fire, schedule.timezone)
-        for job in sorted(group, key=lambda j: j.name):
-            rows.append((fire, job, dst))
-            if len(rows) == CALENDAR_ROWS:
-                return rows
-    return rows
-
-
-def _tagged(fires: list[datetime], index: int) -> Iterator[tuple[datetime, int]]:
-    return ((f, index) for f in fires)
+        rows.extend((fire, job, dst) for job in by_schedule[schedule])
+    return rows[:CALENDAR_ROWS]
 
 
 @lru_cache(maxsize=4096)

@@ -72,6 +72,15 @@ class CronJob:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleGroup:
+    """Live cron jobs sharing one schedule: the calendar computes its fires once."""
+
+    schedule: Schedule
+    jobs: int
+    active: int  # not paused
+
+
+@dataclass(frozen=True, slots=True)
 class RecentRun:
     """What a job's strip of recent runs shows of each."""
 
@@ -144,8 +153,13 @@ class DashboardReads(Protocol):
     async def dead_letter_count(self, cap: int) -> int:
         """Dead-lettered task runs, counted up to ``cap`` (a capped count never scans history)."""
 
-    async def cron_jobs_firing_before(self, until: datetime) -> list[CronJob]:
-        """Live cron jobs whose next fire is before ``until``, by name."""
+    async def cron_schedules_firing_before(self, until: datetime) -> list[ScheduleGroup]:
+        """The schedules of the live cron jobs whose next fire is before ``until``, each with
+        how many such jobs share it and how many of those are not paused (one row each)."""
+
+    async def cron_jobs_of(self, schedules: Sequence[Schedule], until: datetime) -> list[CronJob]:
+        """Of the live cron jobs whose next fire is before ``until``, those on ``schedules``,
+        by name."""
 
     async def log_tail(self, task_run_id: str, limit: int) -> list[LogChunk]:
         """The last ``limit`` log chunks of a task run, in order."""

@@ -29,6 +29,7 @@ from tickwork.core.model import (
     Pool,
     RunDetail,
     RunState,
+    Schedule,
     TaskRun,
 )
 from tickwork.core.why import WhyFacts
@@ -62,6 +63,7 @@ from tickwork.ports.web import (
     GridColumn,
     QueueDepth,
     RecentRun,
+    ScheduleGroup,
     StateCount,
     WebSession,
 )
@@ -608,8 +610,11 @@ class SqlStore:
     async def dead_letter_count(self, cap: int) -> int:
         return await self._read(lambda conn: dashboard_reads.dead_letter_count(conn, cap))
 
-    async def cron_jobs_firing_before(self, until: datetime) -> list[CronJob]:
-        return await self._read(lambda conn: dashboard_reads.cron_jobs_firing_before(conn, until))
+    async def cron_schedules_firing_before(self, until: datetime) -> list[ScheduleGroup]:
+        return await self._read(lambda conn: dashboard_reads.cron_schedules(conn, until))
+
+    async def cron_jobs_of(self, schedules: Sequence[Schedule], until: datetime) -> list[CronJob]:
+        return await self._read(lambda conn: dashboard_reads.cron_jobs_of(conn, schedules, until))
 
     async def log_tail(self, task_run_id: str, limit: int) -> list[LogChunk]:
         return await self._read(lambda conn: dashboard_reads.log_tail(conn, task_run_id, limit))
