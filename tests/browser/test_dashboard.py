@@ -173,3 +173,27 @@ def test_bulk_retry_of_dead_letters(admin: Visit, site: Site) -> None:
     assert retried["state"] in ("queued", "running", "failed")
     entries = site.api().get("/audit").json()["entries"]
     assert any(e["action"] == "retry_dead_letters" for e in entries)
+
+
+def test_filters_are_links_and_a_finished_run_is_marked_for_replay(
+    admin: Visit, site: Site
+) -> None:
+    page = admin.go("/jobs")
+    page.fill("input[name=queue]", "default")
+    page.select_option("select[name=last]", "success")
+    page.click("button:text('Filter')")
+    expect(page).to_have_url(re.compile(r"/jobs\?.*queue=default.*last=success"))
+    listed = page.locator("table.jobs tbody td:first-child a").all_inner_texts()
+    assert "hello" in listed and "broken-a" not in listed
+    hello = site.api().get("/runs", params={"job": "hello"}).json()["runs"][0]
+    page = admin.go(f"/runs?trigger={hello['trigger']}&job=hello")
+    expect(page.locator("select[name=trigger]")).to_have_value(hello["trigger"])
+    page.click(f"a[href='/runs/{hello['id']}']")
+    page.click("button:text('Mark for replay')")
+    expect(page.locator(".flash")).to_contain_text("Marked for replay")
+    replayed = wait_for(
+        lambda: site.api().get(f"/runs/{hello['id']}").json(),
+        lambda run: run["state"] == "success" and run["task_runs"][0]["attempt"] == 2,
+    )
+    assert len(replayed["attempts"]) == 2  # the first attempt stays in the history
+    assert admin.errors == []
