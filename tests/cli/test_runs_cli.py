@@ -39,6 +39,16 @@ def test_run_list_filters_by_state_and_job(cli: Cli) -> None:
     assert error_line(cli("run", "list", "--job", "nope")) == "error: no job 'nope'"
 
 
+def test_run_list_job_finds_a_deleted_job_s_history(cli: Cli) -> None:
+    cli.ok("job", "add", "gone", "--now", "--", "true")
+    run_id = _only_run(cli)["id"]
+    cli.ok("job", "delete", "gone")
+    assert error_line(cli("job", "show", "gone")) == "error: no job 'gone'"
+    listed = json.loads(cli.ok("run", "list", "--job", "gone", "-o", "json").stdout)["runs"]
+    assert [(r["id"], r["job_name"], r["state"]) for r in listed] == [(run_id, "gone", "cancelled")]
+    assert run_id[-8:] in cli.ok("run", "list", "--job", "gone").stdout
+
+
 def test_run_cancel_then_retry(cli: Cli) -> None:
     cli.ok("job", "add", "a", "--now", "--", "true")
     run_id = _only_run(cli)["id"]

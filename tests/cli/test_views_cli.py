@@ -100,3 +100,26 @@ def test_run_logs_of_a_task_that_has_not_run_says_so(cli: Cli) -> None:
     result = cli.ok("run", "logs", run_id)
     assert result.stdout == ""
     assert "task main has not run (scheduled): no output yet" in result.stderr
+
+
+DECLARED_BACKWARDS = """\
+name: backwards
+schedule: {kind: now}
+tasks:
+  - {name: load, kind: shell, argv: ["true"], upstream: [transform]}
+  - {name: transform, kind: shell, argv: ["true"], upstream: [extract_a, extract_b]}
+  - {name: extract_b, kind: shell, argv: ["true"]}
+  - {name: extract_a, kind: shell, argv: ["true"]}
+"""
+
+
+def test_run_show_lists_tasks_in_dag_order(cli: Cli, tmp_path: Path) -> None:
+    definition = tmp_path / "backwards.yaml"
+    definition.write_text(DECLARED_BACKWARDS)
+    cli.ok("job", "apply", str(definition))
+    [run] = json.loads(cli.ok("run", "list", "-o", "json").stdout)["runs"]
+    shown = at_width(cli, 120, "run", "show", run["id"]).stdout.splitlines()
+    header = next(i for i, line in enumerate(shown) if line.split()[:1] == ["task"])
+    names = [line.split()[0] for line in shown[header + 2 : header + 6]]
+    assert set(names[:2]) == {"extract_a", "extract_b"}  # declared last, listed first
+    assert names[2:] == ["transform", "load"]

@@ -136,6 +136,20 @@ async def test_delete_job_keeps_history_cancels_unfinished_and_returns_running(
     await store.create_jobs([(make_job("doomed"), [])])
 
 
+async def test_history_job_id_is_the_live_job_else_the_last_one_deleted(store: SqlStore) -> None:
+    first, second, live = make_job("h"), make_job("h"), make_job("h")
+    assert await store.history_job_id("h") is None
+    await store.create_jobs([(first, [])])
+    assert await store.history_job_id("h") == first.id
+    await store.delete_job(first.id, at(1))
+    assert await store.history_job_id("h") == first.id  # deleted, its history stays findable
+    await store.create_jobs([(second, [])])
+    await store.delete_job(second.id, at(2))
+    assert await store.history_job_id("h") == second.id  # the one deleted last
+    await store.create_jobs([(live, [])])
+    assert await store.history_job_id("h") == live.id  # a live job of the name comes first
+
+
 async def test_due_cron_jobs_returns_live_unpaused_cron_jobs_due_by_now(store: SqlStore) -> None:
     due = make_job("due", cron="* * * * *", next_fire_at=at(-10))
     later = make_job("later", cron="* * * * *", next_fire_at=at(60))

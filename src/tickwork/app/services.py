@@ -158,6 +158,13 @@ class Services:
             raise NotFound("job", name)
         return job
 
+    async def _history_job_id(self, name: str) -> str:
+        """The job whose runs ``--job NAME`` means: the live one, else the last deleted."""
+        job_id = await self.store.history_job_id(name)
+        if job_id is None:
+            raise NotFound("job", name)
+        return job_id
+
     async def list_jobs(
         self, *, limit: int = 100, after: str | None = None, where: JobFilter | None = None
     ) -> JobPage:
@@ -311,7 +318,7 @@ class Services:
             raise ValidationError("trigger", f"must be one of {', '.join(RunTrigger)}")
         for name in TimeWindow.__slots__:
             _require_aware(getattr(window, name, None), name)
-        job_id = (await self.get_job(job)).id if job is not None else None
+        job_id = await self._history_job_id(job) if job is not None else None
         return await self.store.list_runs(
             job_id=job_id, state=state, limit=limit, cursor=cursor, window=window, also=also
         )

@@ -27,9 +27,12 @@ def complete_job(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
+    # Typer keeps only candidates that start with what was typed: a short id typed is
+    # completed to the short id (every run command takes it), a whole id to the whole id.
     def runs(client: Client) -> list[str]:
         ids = [r["id"] for r in client.list_runs(limit=LIMIT)["runs"]]
-        return [i for i in ids if i.startswith(incomplete) or i[-8:].startswith(incomplete)]
+        whole = [i for i in ids if i.startswith(incomplete)]
+        return whole or [i[-8:] for i in ids if i[-8:].startswith(incomplete)]
 
     return _ask(ctx, runs)
 

@@ -18,6 +18,7 @@ from tickwork.cli.common import (
     connect,
     reported_errors,
 )
+from tickwork.cli.complete import complete_job
 from tickwork.cli.job_apply import apply
 from tickwork.cli.job_edit import definition_yaml, edit
 from tickwork.cli.job_enqueue import enqueue
@@ -43,7 +44,7 @@ app.command("apply")(apply)
 app.command("enqueue")(enqueue)
 app.command("edit")(edit)
 
-NameArg = Annotated[str, typer.Argument(help="The job's name.")]
+NameArg = Annotated[str, typer.Argument(help="The job's name.", autocompletion=complete_job)]
 _SCHEDULE = "Schedule (exactly one)"
 _TASK = "Task (exactly one kind)"
 _POLICY = "Policies"

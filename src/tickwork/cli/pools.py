@@ -17,11 +17,12 @@ from tickwork.cli.common import (
     UrlOption,
     connect,
 )
+from tickwork.cli.complete import complete_pool
 from tickwork.cli.output import emit, is_data, print_data, print_table
 
 app = typer.Typer(help="Create, resize, list and delete pools.", no_args_is_help=True)
 
-NameArg = Annotated[str, typer.Argument(help="The pool's name.")]
+NameArg = Annotated[str, typer.Argument(help="The pool's name.", autocompletion=complete_pool)]
 
 
 @app.command("set")

@@ -65,6 +65,10 @@ class JobStore(Protocol):
     async def get_job(self, name: str) -> Job | None:
         """The live (not deleted) job with this name."""
 
+    async def history_job_id(self, name: str) -> str | None:
+        """The id of the live job with this name, else of the job most recently deleted with
+        it (whose runs, its history, stay); None if no job ever had the name."""
+
     async def list_jobs(
         self, *, limit: int = 100, after: str | None = None, where: JobFilter | None = None
     ) -> list[Job]:

@@ -62,6 +62,18 @@ def get_job(conn: Connection, name: str) -> Job | None:
     return found[0] if found else None
 
 
+def history_job_id(conn: Connection, name: str) -> str | None:
+    """The id of the live job named ``name``, else of the job last deleted with that name."""
+    query = (
+        sa.select(jobs.c.id)
+        .where(jobs.c.name == name)
+        .order_by(jobs.c.deleted_at.is_not(None), jobs.c.deleted_at.desc())
+        .limit(1)
+    )
+    found: str | None = conn.execute(query).scalar()
+    return found
+
+
 def list_jobs(
     conn: Connection,
     dialect: Dialect,

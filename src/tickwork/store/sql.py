@@ -207,6 +207,9 @@ class SqlStore:
     async def get_job(self, name: str) -> Job | None:
         return await self._read(lambda conn: jobs.get_job(conn, name))
 
+    async def history_job_id(self, name: str) -> str | None:
+        return await self._read(lambda conn: jobs.history_job_id(conn, name))
+
     async def list_jobs(
         self, *, limit: int = 100, after: str | None = None, where: JobFilter | None = None
     ) -> list[Job]:
