@@ -81,7 +81,7 @@ async def test_cancel_a_running_task_run_asks_its_worker_to_kill_it(
     cancelling = _task(r.json(), "a")
     assert (cancelling["state"], cancelling["cancel_requested"]) == ("running", True)
     assert _task(r.json(), "b")["state"] == "queued"
-    assert await store.heartbeat([key], "w1", NOW) == {task_run["id"]}
+    assert (await store.heartbeat([key], "w1", NOW)).cancelled == {task_run["id"]}
 
 
 async def test_retry_a_dead_letter_schedules_one_more_attempt_now(

@@ -123,14 +123,43 @@ async def test_heartbeat_refreshes_own_running_rows_and_reports_cancels(store: S
     a, b = await _running(store, 2)
     await store.cancel_run(b.run_id, at(150))
 
-    cancelled = await store.heartbeat([key(a), key(b)], "w1", at(200))
+    beat = await store.heartbeat([key(a), key(b)], "w1", at(200))
 
-    assert cancelled == {b.id}
-    assert await store.heartbeat([key(a)], "someone-else", at(300)) == set()
-    assert await store.heartbeat([(a.id, a.attempt + 1)], "w1", at(300)) == set()
+    assert (beat.cancelled, beat.abandoned) == ({b.id}, set())
+    assert (await store.heartbeat([key(a)], "someone-else", at(300))).cancelled == set()
+    assert (await store.heartbeat([(a.id, a.attempt + 1)], "w1", at(300))).cancelled == set()
     assert await store.stale_running(at(200), 10) == []
     zombies = await store.stale_running(at(201), 10)
     assert {tr.heartbeat_at for tr in zombies} == {at(200)}
+
+
+async def test_heartbeat_reports_attempts_the_worker_no_longer_holds(store: SqlStore) -> None:
+    a, b, c = await _running(store, 3)
+    await store.complete([outcome(a, S.FAILED, at(150))])  # the reaper failed it
+    stolen = (c.id, c.attempt + 1)
+
+    beat = await store.heartbeat([key(a), key(b), stolen], "w1", at(200))
+    other = await store.heartbeat([key(b)], "w2", at(200))
+
+    assert beat.abandoned == {key(a), stolen}
+    assert other.abandoned == {key(b)}
+    assert [tr.heartbeat_at for tr in await store.stale_running(at(201), 10)] == [at(100), at(200)]
+
+
+async def test_held_task_run_is_requeued_without_spending_an_attempt(store: SqlStore) -> None:
+    held, ran = await _running(store, 2)
+    await store.heartbeat([key(held), key(ran)], "w1", at(110), held=[key(held), key(ran)])
+    assert await store.start([key(ran)], "w1", at(120)) == {key(ran)}
+
+    lost = await store.stale_running(at(200), 10)
+    assert {tr.id: tr.started_at for tr in lost} == {held.id: None, ran.id: at(120)}
+    back = await store.requeue_unstarted([key(held), key(ran)], at(200))
+
+    assert [(tr.id, tr.state, tr.attempt) for tr in back] == [(held.id, S.QUEUED, held.attempt)]
+    assert await store.start([key(held)], "w1", at(210)) == set()  # too late: not ours
+    assert (await store.heartbeat([key(held)], "w1", at(210))).abandoned == {key(held)}
+    (again,) = await store.claim([key(held)], "w2", at(220))
+    assert (again.attempt, again.worker_id, again.started_at) == (held.attempt, "w2", at(220))
 
 
 async def test_stale_running_returns_oldest_heartbeats_first(store: SqlStore) -> None:

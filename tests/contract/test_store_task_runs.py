@@ -64,7 +64,7 @@ async def test_cancel_task_run_running_requests_the_kill_and_tells_its_worker(
     requested = await store.cancel_task_run(tr.id, at(2))
 
     assert [(r.id, r.state, r.cancel_requested) for r in requested] == [(tr.id, S.RUNNING, True)]
-    assert await store.heartbeat([key(tr)], "w1", at(3)) == {tr.id}
+    assert (await store.heartbeat([key(tr)], "w1", at(3))).cancelled == {tr.id}
     await store.complete([outcome(tr, S.CANCELLED, at(4))])
     detail, _ = await _detail(store, run)
     assert (detail.run.state, detail.run.finished_at) == (RunState.CANCELLED, at(4))

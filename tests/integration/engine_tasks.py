@@ -40,3 +40,12 @@ def current_trace() -> str:
 
     context = trace.get_current_span().get_span_context()
     return f"{context.trace_id:032x}-{context.span_id:016x}"
+
+
+def sleep_with_pid(pidfile: str, seconds: float) -> None:
+    """Write the task process's pid, then block (a worker must kill this process to stop it)."""
+    import os
+    import time
+
+    Path(pidfile).write_text(str(os.getpid()))
+    time.sleep(seconds)

@@ -36,6 +36,7 @@ from tickwork.ports.coordination import (
     WorkerRegistry,
 )
 from tickwork.ports.records import (
+    Beat,
     Completion,
     DeadLetterPage,
     JobChanged,
@@ -69,6 +70,7 @@ from tickwork.ports.store import (
 
 __all__ = [
     "ApiToken",
+    "Beat",
     "Broker",
     "BrokerUnavailable",
     "CancelSignals",

@@ -83,6 +83,20 @@ class Completion:
 
 
 @dataclass(frozen=True, slots=True)
+class Beat:
+    """What ``Store.heartbeat`` answered.
+
+    ``cancelled``: ids of the beaten task runs whose cancellation was requested.
+    ``abandoned``: keys the worker sent that it no longer holds (the reaper failed or
+    re-queued the attempt, or it finished): the worker must stop running them, since the
+    store will refuse their outcome.
+    """
+
+    cancelled: set[str] = field(default_factory=set)
+    abandoned: set[TaskKey] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
 class PoolUsage:
     """A pool and the slots its queued and running task runs hold now."""
 

@@ -31,6 +31,7 @@ from tickwork.ports.coordination import (
 )
 from tickwork.ports.facts import FactsStore
 from tickwork.ports.records import (
+    Beat,
     Completion,
     DeadLetterPage,
     JobFilter,
@@ -280,6 +281,13 @@ class DispatchStore(Protocol):
     ) -> int:
         """queued → scheduled (due now) for keys a draining worker gives back."""
 
+    async def requeue_unstarted(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
+        """running → queued, attempt unchanged, for task runs whose worker was lost while
+        they were held unstarted (``started_at`` NULL, see ``heartbeat``): nothing ran, so
+        no attempt is spent. Returns the rows moved (to publish again)."""
+
 
 class CompletionStore(Protocol):
     """Recording finished attempts (a worker's outcomes, the reaper's verdicts)."""
@@ -305,11 +313,27 @@ class ExecutionStore(CompletionStore, Protocol):
         A duplicate or stale message (wrong attempt, already claimed) claims nothing.
         """
 
-    async def heartbeat(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
+    async def heartbeat(
+        self,
+        keys: Sequence[TaskKey],
+        worker_id: str,
+        now: datetime,
+        *,
+        held: Sequence[TaskKey] = (),
+    ) -> Beat:
         """Refresh ``heartbeat_at`` of running task runs this worker holds.
 
-        Returns the ids among them whose cancellation has been requested.
+        ``held``: those among ``keys`` claimed ahead that have not started; they are marked
+        unstarted (``started_at`` NULL) until ``start`` is called for them, so the reaper
+        gives them back without spending an attempt if this worker dies. A row another
+        transaction holds may be skipped (not stamped, not marked) but is never reported
+        abandoned. Returns which were cancelled and which this worker no longer holds.
         """
+
+    async def start(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[TaskKey]:
+        """Mark claimed task runs of ``worker_id`` as started (``started_at = now``) before a
+        ``held`` one begins executing; returns the keys still held by this worker (the
+        others were given back by the reaper and must not run)."""
 
     async def release(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> int:
         """running → queued, attempt unchanged, for task runs this worker claimed ahead and

@@ -252,6 +252,18 @@ class Scheduler:
         return await self.fail_lost(stale, now, "worker lost: no heartbeat")
 
     async def fail_lost(self, task_runs: Sequence[TaskRun], now: datetime, why: str) -> int:
+        unstarted = [(tr.id, tr.attempt) for tr in task_runs if tr.started_at is None]
+        back: list[TaskRun] = []
+        if unstarted:  # claimed ahead and never started: queued again, no attempt spent
+            back = await self._store.requeue_unstarted(unstarted, now, fence=self._fence())
+            await self._broker.publish(deliveries(back))
+            if back:
+                log.warning("re-queued %d unstarted task run(s): %s", len(back), why)
+        # One that started meanwhile is left for the next pass (``start`` stamped it).
+        started = [tr for tr in task_runs if tr.started_at is not None]
+        return len(back) + await self._fail_started(started, now, why)
+
+    async def _fail_started(self, task_runs: Sequence[TaskRun], now: datetime, why: str) -> int:
         # Lost with their worker: retried from the infrastructure budget too (core.retry).
         outcomes = [
             lost_outcome(

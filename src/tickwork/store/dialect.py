@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from tickwork.core.model import Job, NewRun, Run, TaskRun
-from tickwork.ports import Maintenance, TaskKey
+from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store.run_rows import Row, RunRows
 
 T = TypeVar("T")
@@ -110,10 +110,15 @@ class Dialect(Protocol):
         runs to running; the task runs won (without ``inputs``)."""
 
     def heartbeat(
-        self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
-    ) -> set[str]:
-        """Stamp the running task runs of ``worker_id`` with these keys; the ids of those
-        whose cancel was requested."""
+        self,
+        conn: Connection,
+        keys: Sequence[TaskKey],
+        worker_id: str,
+        now: datetime,
+        held: Sequence[TaskKey],
+    ) -> Beat:
+        """Stamp the running task runs of ``worker_id`` with these keys and mark the ``held``
+        ones unstarted; which were cancelled and which it no longer holds (``Beat``)."""
 
     def lock_running(
         self, conn: Connection, keys: Sequence[TaskKey]

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from tickwork.core.model import Outcome, RunState, TaskRun, TaskRunState
 from tickwork.core.states import DISPATCHABLE, OUTCOMES, TERMINAL, derive_run_state
-from tickwork.ports import Completion, TaskKey
+from tickwork.ports import Beat, Completion, TaskKey
 from tickwork.store.common import chunked, key_in
 from tickwork.store.dialect import Dialect
 from tickwork.store.gates import admit, may_queue, ungated
@@ -285,11 +285,44 @@ def release(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: date
     return len(_move(conn, keys, where, values, now))
 
 
+def requeue_unstarted(conn: Connection, keys: Sequence[TaskKey], now: datetime) -> list[TaskRun]:
+    values = {
+        "state": S.QUEUED.value,
+        "queued_at": now,
+        "worker_id": None,
+        "started_at": None,
+        "heartbeat_at": None,
+    }
+    # started_at NULL: held unstarted by a heartbeat, and ``start`` not called since.
+    where = sa.and_(task_runs.c.state == S.RUNNING.value, task_runs.c.started_at.is_(None))
+    return _move(conn, keys, where, values, now)
+
+
 def heartbeat(
-    conn: Connection, dialect: Dialect, keys: Sequence[TaskKey], worker_id: str, now: datetime
-) -> set[str]:
-    """Stamp the task runs ``worker_id`` runs; the ids of those whose cancel was requested."""
-    return dialect.heartbeat(conn, keys, worker_id, now)
+    conn: Connection,
+    dialect: Dialect,
+    keys: Sequence[TaskKey],
+    worker_id: str,
+    now: datetime,
+    *,
+    held: Sequence[TaskKey],
+) -> Beat:
+    """Stamp the task runs ``worker_id`` runs, mark ``held`` ones unstarted; see ``Beat``."""
+    return dialect.heartbeat(conn, keys, worker_id, now, held)
+
+
+def start(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[TaskKey]:
+    mine = sa.and_(task_runs.c.state == S.RUNNING.value, task_runs.c.worker_id == worker_id)
+    won: set[TaskKey] = set()
+    for chunk in chunked(keys):
+        result = conn.execute(
+            sa.update(task_runs)
+            .where(key_in(chunk), mine)
+            .values(started_at=now, heartbeat_at=now)
+            .returning(task_runs.c.id, task_runs.c.attempt)
+        )
+        won.update((row.id, row.attempt) for row in result)
+    return won
 
 
 # -- completion ------------------------------------------------------------------------

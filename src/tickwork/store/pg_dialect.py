@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
 from tickwork.core.model import Job, NewRun, Run, TaskRun
-from tickwork.ports import Maintenance, TaskKey
+from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store import migrate, pg_dispatch, pg_enqueue, retention, run_keys
 from tickwork.store.dialect import Row, RunRows, Statement, Writer
 from tickwork.store.pg_copy import copy_rows
@@ -110,9 +110,14 @@ class PostgresDialect:
         return pg_dispatch.claim(conn, keys, worker_id, now)
 
     def heartbeat(
-        self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
-    ) -> set[str]:
-        return pg_dispatch.heartbeat(conn, keys, worker_id, now)
+        self,
+        conn: Connection,
+        keys: Sequence[TaskKey],
+        worker_id: str,
+        now: datetime,
+        held: Sequence[TaskKey],
+    ) -> Beat:
+        return pg_dispatch.heartbeat(conn, keys, worker_id, now, held)
 
     def lock_running(
         self, conn: Connection, keys: Sequence[TaskKey]

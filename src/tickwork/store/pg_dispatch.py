@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.core.model import RetryPolicy, TaskKind, TaskRun, TaskRunState, TriggerRule
-from tickwork.ports import TaskKey
+from tickwork.ports import Beat, TaskKey
 from tickwork.store.dispatch import COMPLETED_COLUMNS, LOCKED
 from tickwork.store.rows import TASK_RUN_COLUMNS, callbacks_from_json, retry_from_json
 from tickwork.store.schema import UTCDateTime, task_runs
@@ -71,17 +71,30 @@ SELECT * FROM won
 
 #: A heartbeat skips a row another transaction holds (its completion, a cancel request): it
 #: never waits, so it is in no one's way, and the next beat stamps the row if it still runs.
+#: A key that no longer matches a running row of this worker (read without a lock, so a
+#: skipped row still counts as held) comes back as abandoned: the reaper took it.
 _HEARTBEAT = f"""
 WITH locked AS ({_KEYED}
     WHERE t.state = %(running)s AND t.worker_id = %(worker)s
     ORDER BY t.id
     FOR UPDATE OF t SKIP LOCKED
+), beat AS (
+    UPDATE task_runs AS t
+    SET heartbeat_at = %(now)s,
+        started_at = CASE WHEN t.id = ANY(%(held)s::text[]) THEN NULL ELSE t.started_at END
+    FROM locked
+    WHERE t.id = locked.id
+    RETURNING t.id, t.attempt, t.cancel_requested
 )
-UPDATE task_runs AS t
-SET heartbeat_at = %(now)s
-FROM locked
-WHERE t.id = locked.id
-RETURNING t.id, t.cancel_requested
+SELECT id, attempt, cancel_requested, false FROM beat
+UNION ALL
+SELECT k.id, k.attempt, false, true
+FROM unnest(%(ids)s::text[], %(attempts)s::int[]) AS k(id, attempt)
+WHERE NOT EXISTS (
+    SELECT 1 FROM task_runs AS t
+    WHERE t.id = k.id AND t.attempt = k.attempt AND t.state = %(running)s
+      AND t.worker_id = %(worker)s
+)
 """
 
 #: The state each statement requires, sent as parameters rather than written as literals, so
@@ -183,15 +196,29 @@ def claim(
 
 
 def heartbeat_statement(
-    keys: Sequence[TaskKey], worker_id: str, now: datetime
+    keys: Sequence[TaskKey], worker_id: str, now: datetime, held: Sequence[TaskKey] = ()
 ) -> tuple[str, dict[str, Any]]:
-    return _HEARTBEAT, {**_key_arrays(keys), "worker": worker_id, "now": now}
+    held_ids = [task_run_id for task_run_id, _ in held]
+    return _HEARTBEAT, {**_key_arrays(keys), "worker": worker_id, "now": now, "held": held_ids}
 
 
-def heartbeat(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
+def heartbeat(
+    conn: Connection,
+    keys: Sequence[TaskKey],
+    worker_id: str,
+    now: datetime,
+    held: Sequence[TaskKey],
+) -> Beat:
+    beat = Beat()
     with _driver(conn) as cursor:
-        beats = cursor.execute(*heartbeat_statement(keys, worker_id, now))
-        return {task_run_id for task_run_id, cancel in beats if cancel}
+        for task_run_id, attempt, cancel, gone in cursor.execute(
+            *heartbeat_statement(keys, worker_id, now, held)
+        ):
+            if gone:
+                beat.abandoned.add((task_run_id, attempt))
+            elif cancel:
+                beat.cancelled.add(task_run_id)
+    return beat
 
 
 def lock_statement(keys: Sequence[TaskKey]) -> tuple[str, dict[str, Any]]:

@@ -35,6 +35,7 @@ from tickwork.core.model import (
 from tickwork.core.why import WhyFacts
 from tickwork.ports import (
     ApiToken,
+    Beat,
     Completion,
     DeadLetterPage,
     Fence,
@@ -372,11 +373,32 @@ class SqlStore:
             return []
         return await self._write(lambda conn: dispatch.claim(conn, self._d, keys, worker_id, now))
 
-    async def heartbeat(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[str]:
+    async def heartbeat(
+        self,
+        keys: Sequence[TaskKey],
+        worker_id: str,
+        now: datetime,
+        *,
+        held: Sequence[TaskKey] = (),
+    ) -> Beat:
+        if not keys:
+            return Beat()
+        return await self._write(
+            lambda conn: dispatch.heartbeat(conn, self._d, keys, worker_id, now, held=held)
+        )
+
+    async def start(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[TaskKey]:
         if not keys:
             return set()
+        return await self._write(lambda conn: dispatch.start(conn, keys, worker_id, now))
+
+    async def requeue_unstarted(
+        self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
+    ) -> list[TaskRun]:
+        if not keys:
+            return []
         return await self._write(
-            lambda conn: dispatch.heartbeat(conn, self._d, keys, worker_id, now)
+            self._fenced(fence, lambda conn: dispatch.requeue_unstarted(conn, keys, now))
         )
 
     async def complete(

@@ -17,7 +17,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from tickwork.core.model import Job, NewRun, Run, TaskRun, TaskRunState
-from tickwork.ports import Maintenance, TaskKey
+from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store import dispatch, migrate, partitions
 from tickwork.store.common import chunked, key_in
 from tickwork.store.dialect import Row, RunRows, Statement, Writer
@@ -114,19 +114,31 @@ class SqliteDialect:
         return won
 
     def heartbeat(
-        self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
-    ) -> set[str]:
-        cancel: set[str] = set()
+        self,
+        conn: Connection,
+        keys: Sequence[TaskKey],
+        worker_id: str,
+        now: datetime,
+        held: Sequence[TaskKey],
+    ) -> Beat:
+        beat = Beat()
+        found: set[TaskKey] = set()
         mine = sa.and_(task_runs.c.state == S.RUNNING.value, task_runs.c.worker_id == worker_id)
         for chunk in chunked(keys):
             result = conn.execute(
                 sa.update(task_runs)
                 .where(key_in(chunk), mine)
                 .values(heartbeat_at=now)
-                .returning(task_runs.c.id, task_runs.c.cancel_requested)
+                .returning(task_runs.c.id, task_runs.c.attempt, task_runs.c.cancel_requested)
             )
-            cancel.update(row.id for row in result if row.cancel_requested)
-        return cancel
+            for row in result:
+                found.add((row.id, row.attempt))
+                if row.cancel_requested:
+                    beat.cancelled.add(row.id)
+        for chunk in chunked(held):
+            conn.execute(sa.update(task_runs).where(key_in(chunk), mine).values(started_at=None))
+        beat.abandoned.update(set(keys) - found)
+        return beat
 
     def lock_running(
         self, conn: Connection, keys: Sequence[TaskKey]

@@ -64,6 +64,8 @@ class _Active:
     task: asyncio.Task[None] | None = None
     started: bool = False  # holds a slot (False: claimed ahead, still waiting)
     since: float = 0.0  # time.monotonic() when it got its slot
+    held: bool = False  # a heartbeat marked it unstarted in the store: ``start`` it first
+    abandoned: bool = False  # the store gave it to someone else: stop it, report nothing
 
 
 def with_inputs(task_run: TaskRun) -> TaskRun:
@@ -126,6 +128,7 @@ class WorkerPool:
         self._unacked: dict[TaskKey, Delivery] = {}  # claimed; acked once their outcome is
         self._cancels = cancels
         self._early_cancels: dict[TaskKey, float] = {}  # signalled before the claim returned
+        self._beat_lock = asyncio.Lock()  # a heartbeat's marks land before a ``start``
 
     @property
     def active_count(self) -> int:
@@ -260,6 +263,8 @@ class WorkerPool:
                 self._acks.put_nowait(delivery)
         for task_run in claimed:
             active = _Active(task_run, asyncio.Event())
+            if (old := self._active.get(task_run.id)) is not None:
+                self._abandon(old)  # given back while we held it, and now claimed anew
             self._active[task_run.id] = active
             if self._early_cancels.pop((task_run.id, task_run.attempt), None) is not None:
                 self._mark_cancelled(active)
@@ -269,7 +274,34 @@ class WorkerPool:
     async def _execute(self, active: _Active) -> None:
         async with self._slots:
             active.started, active.since = True, time.monotonic()
+            if active.abandoned or (active.held and not await self._start_held(active)):
+                self._forget(active)
+                self._finish(active)
+                return
             await self._execute_in_slot(active)
+
+    async def _start_held(self, active: _Active) -> bool:
+        """A heartbeat told the store this task run had not started (so the reaper may give
+        it back without spending an attempt): say it starts now, and run it only if the
+        store still has it as ours."""
+        key = (active.task_run.id, active.task_run.attempt)
+        async with self._beat_lock:  # the beat that marked it lands first
+            won = await through_outages(
+                "start", lambda: self._store.start([key], self._config.worker_id, self._clock())
+            )
+        if key in won:
+            return True
+        log.warning("task run %s attempt %d not started: the store gave it back", key[0], key[1])
+        return False
+
+    def _forget(self, active: _Active) -> None:
+        """An attempt that ends without an outcome from us: ack its message, drop its hooks."""
+        key = (active.task_run.id, active.task_run.attempt)
+        hooked = self._hooked.get(active.task_run.id)
+        if hooked is not None and hooked.task_run.attempt == active.task_run.attempt:
+            del self._hooked[active.task_run.id]
+        if (delivery := self._unacked.pop(key, None)) is not None:
+            self._acks.put_nowait(delivery)
 
     async def _execute_in_slot(self, active: _Active) -> None:
         task_run = active.task_run
@@ -290,19 +322,29 @@ class WorkerPool:
             elapsed = (outcome.finished_at - started).total_seconds()
             self._avg_duration = 0.9 * self._avg_duration + 0.1 * elapsed
             sink.close()
-            if outcome.error:
+            if active.abandoned:
+                sink.write("system", f"attempt {task_run.attempt}: abandoned: reaped\n")
+            elif outcome.error:
                 sink.write(
                     "system", f"attempt {task_run.attempt}: {outcome.state}: {outcome.error}\n"
                 )
             # Logs first: once a task run reads as finished, its whole output is readable.
             await sink.flushed()
-            self._outcomes.put_nowait(outcome)
+            if active.abandoned:  # the store refuses it anyway: it is someone else's now
+                self._forget(active)
+            else:
+                self._outcomes.put_nowait(outcome)
         except BaseException:
             self._hooked.pop(task_run.id, None)  # no outcome will come to fire its callbacks
             raise
         finally:
-            del self._active[task_run.id]
-            self._room.set()
+            self._finish(active)
+
+    def _finish(self, active: _Active) -> None:
+        # Identity: a task run given back and claimed anew by this pool has a newer entry.
+        if self._active.get(active.task_run.id) is active:
+            del self._active[active.task_run.id]
+        self._room.set()
 
     def _tail_for(self, task_run: TaskRun) -> LogTail | None:
         if self._hooks is None or not task_run.callbacks:
@@ -375,15 +417,42 @@ class WorkerPool:
             await asyncio.sleep(self._config.heartbeat_interval)
             if not self._active:
                 continue
-            keys = [(a.task_run.id, a.task_run.attempt) for a in self._active.values()]
+            await self._beat()
+
+    async def _beat(self) -> None:
+        keys = [(a.task_run.id, a.task_run.attempt) for a in self._active.values()]
+        waiting = [a for a in self._active.values() if not a.started]
+        for active in waiting:
+            active.held = True
+        held = [(a.task_run.id, a.task_run.attempt) for a in waiting]
+        async with self._beat_lock:
             try:
-                cancelled = await self._store.heartbeat(keys, self._config.worker_id, self._clock())
+                beat = await self._store.heartbeat(
+                    keys, self._config.worker_id, self._clock(), held=held
+                )
             except StoreUnavailable:  # the next beat tries again; tasks keep running
-                continue
-            for task_run_id in cancelled:
-                active = self._active.get(task_run_id)
-                if active is not None:
-                    self._mark_cancelled(active)
+                return
+        for task_run_id in beat.cancelled:
+            if (cancelled := self._active.get(task_run_id)) is not None:
+                self._mark_cancelled(cancelled)
+        for task_run_id, attempt in beat.abandoned:
+            lost = self._active.get(task_run_id)
+            if lost is not None and lost.task_run.attempt == attempt:
+                self._abandon(lost)
+
+    def _abandon(self, active: _Active) -> None:
+        """The reaper failed or re-queued this attempt (we were presumed lost): stop it (the
+        runner kills its process tree or child process) and write no outcome."""
+        if active.abandoned:
+            return
+        active.abandoned = True
+        active.cancel.set()
+        log.warning(
+            "task run %s attempt %d abandoned: the store no longer has it as ours (reaped); %s",
+            active.task_run.id,
+            active.task_run.attempt,
+            "stopping it" if active.started else "not starting it",
+        )
 
     async def _cancel_loop(self, cancels: CancelSignals) -> None:
         async for keys in cancels.listen(self._watching):
