@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -229,6 +230,40 @@ async def test_postgres_takeover_waits_for_a_fenced_write_in_flight(pg_url: str)
             await eventually(lambda: asyncio.to_thread(_waiting_for_a_lock, pg_url), bool)
             assert not takeover.done()  # it cannot commit before the fenced write has
         taken = await takeover
+        assert taken is not None and taken.token == lease.token + 1
+    finally:
+        engines.dispose()
+        await leader.close()
+        await rival.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_takeover_waits_at_most_a_third_of_its_ttl_for_a_frozen_write(
+    pg_url: str,
+) -> None:
+    leader, rival = await open_store(pg_url), await open_store(pg_url)
+    engines = create_engines(pg_url)
+    ttl = 0.9
+    try:
+        await leader.truncate_all()
+        lease = await leader.acquire_lease(NAME, "leader", 0.3)
+        assert lease is not None
+        with engines.write.connect() as conn, conn.begin():
+            dialect = PostgresDialect(DirectWriter(engines.write.url))
+            hold_fence(conn, dialect, lease.fence)  # a leader frozen inside a fenced write
+            expired = sa.text("SELECT clock_timestamp() > :at").bindparams(at=lease.expires_at)
+
+            async def lease_ran_out() -> bool:
+                return bool(conn.scalar(expired))
+
+            await eventually(lease_ran_out, bool)
+            asked = time.monotonic()
+            # Bounded: no lease now, rather than one whose ttl the wait used up.
+            taken = await asyncio.wait_for(rival.acquire_lease(NAME, "rival", ttl), 10)
+            waited = time.monotonic() - asked
+            assert taken is None
+            assert waited >= ttl / 3 * 0.9
+        taken = await rival.acquire_lease(NAME, "rival", ttl)  # the write ended: taken
         assert taken is not None and taken.token == lease.token + 1
     finally:
         engines.dispose()

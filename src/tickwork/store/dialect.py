@@ -49,6 +49,13 @@ class Dialect(Protocol):
     def update_lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
         """``query`` locking the rows it reads as for an update."""
 
+    def bound_lock_wait(self, conn: Connection, seconds: float) -> None:
+        """Make the rest of this transaction wait at most ``seconds`` for a row lock; a
+        statement that would wait longer fails with an error ``lock_wait_exceeded`` knows."""
+
+    def lock_wait_exceeded(self, exc: sa.exc.DBAPIError) -> bool:
+        """Whether ``exc`` is the failure ``bound_lock_wait`` causes."""
+
     def now(self) -> sa.ColumnElement[datetime]:
         """The instant a lease is judged at: the server's clock where there is a server."""
 

@@ -8,6 +8,7 @@ judges by the store's clock.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -17,9 +18,36 @@ from tickwork.ports import Fence, Fenced, Lease
 from tickwork.store.dialect import Dialect
 from tickwork.store.schema import leases
 
+log = logging.getLogger("tickwork.store.leases")
+
+
+#: The share of the ttl an acquire may wait for the lease row's lock. A frozen leader can hold
+#: that lock (``hold_fence``) for as long as its connection lives: a standby that waited ~10 s
+#: for it got a lease whose deadline had passed by its own clock (``LeaderElection`` counts the
+#: ttl from when it asked) and lost it at once. Bounded, a lease granted has at least two
+#: thirds of its ttl left; a wait that would be longer takes nothing, and the next campaign
+#: tries again (by then the lease has expired or the leader has gone on).
+ACQUIRE_LOCK_SHARE = 1 / 3
+
 
 def acquire(conn: Connection, dialect: Dialect, name: str, holder: str, ttl: float) -> Lease | None:
-    now, later = dialect.now(), _later(dialect, ttl)
+    later = _later(dialect, ttl)
+    dialect.bound_lock_wait(conn, ttl * ACQUIRE_LOCK_SHARE)
+    try:
+        with conn.begin_nested():  # a lock wait that ran out leaves the transaction usable
+            row = _upsert(conn, dialect, name, holder, later)
+    except sa.exc.DBAPIError as exc:
+        if not dialect.lock_wait_exceeded(exc):
+            raise
+        log.info("lease %r: its row stayed locked (a frozen leader?): not taken this time", name)
+        return None
+    return None if row is None else _lease(row)
+
+
+def _upsert(
+    conn: Connection, dialect: Dialect, name: str, holder: str, later: sa.ColumnElement[datetime]
+) -> RowMapping | None:
+    now = dialect.now()
     # One statement, so two holders racing are serialized on the row (the primary key):
     # the second one sees the first one's fresh lease and takes nothing.
     still_mine = sa.and_(leases.c.holder == holder, leases.c.expires_at > now)
@@ -43,8 +71,7 @@ def acquire(conn: Connection, dialect: Dialect, name: str, holder: str, ttl: flo
         },
         where=sa.or_(leases.c.expires_at <= now, leases.c.holder == holder),
     )
-    row = conn.execute(upsert.returning(*leases.c)).mappings().first()
-    return None if row is None else _lease(row)
+    return conn.execute(upsert.returning(*leases.c)).mappings().first()
 
 
 def renew(

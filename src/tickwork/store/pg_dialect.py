@@ -24,6 +24,8 @@ from tickwork.store.pg_direct import DirectWriter
 from tickwork.store.rows import run_to_row
 from tickwork.store.schema import UTCDateTime, runs
 
+LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a lock_timeout that expired
+
 
 class PostgresDialect:
     """See ``Dialect``. ``direct`` runs single enqueues on the event loop."""
@@ -39,6 +41,12 @@ class PostgresDialect:
 
     def update_lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
         return query.with_for_update()
+
+    def bound_lock_wait(self, conn: Connection, seconds: float) -> None:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{max(int(seconds * 1000), 1)}ms'")
+
+    def lock_wait_exceeded(self, exc: sa.exc.DBAPIError) -> bool:
+        return getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE
 
     def now(self) -> sa.ColumnElement[datetime]:
         return sa.func.clock_timestamp(type_=UTCDateTime())

@@ -42,6 +42,12 @@ class SqliteDialect:
     def update_lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
         return query
 
+    def bound_lock_wait(self, conn: Connection, seconds: float) -> None:
+        pass  # no row locks: a write transaction holds the whole database from its start
+
+    def lock_wait_exceeded(self, exc: sa.exc.DBAPIError) -> bool:
+        return False
+
     def now(self) -> sa.ColumnElement[datetime]:
         return sa.literal(self._clock(), UTCDateTime())
 
