@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from tickwork.core.errors import NotFound, ValidationError
-from tickwork.core.model import Job
+from tickwork.core.model import Callbacks, Job
 from tickwork.core.secret_refs import SECRET_NAME, secret_names
 from tickwork.ports import SecretStore
 from tickwork.security.secrets import SecretCipher, SecretKeyError, resolve_secrets
@@ -84,13 +84,21 @@ def check_secret_name(name: object, field: str = "name") -> str:
 
 
 async def check_secret_refs(store: SecretStore, jobs: Sequence[Job]) -> None:
-    """Every ``{"$secret": NAME}`` in the jobs' task configs names a stored secret;
-    ``ValidationError`` on the task's config otherwise (the value is not needed here)."""
+    """Every ``{"$secret": NAME}`` in the jobs' task configs and callbacks names a stored
+    secret; ``ValidationError`` on the config or callback otherwise (the value is not needed
+    here)."""
     wanted = {
         (f"tasks[{i}].config", name)
         for job in jobs
         for i, task in enumerate(job.tasks)
         for name in secret_names(task.config)
+    }
+    wanted |= {
+        (f"{where}.{event}", name)
+        for job in jobs
+        for where, hooks in _callbacks_of(job)
+        for event, hook in hooks.items()
+        for name in secret_names(hook.config)
     }
     if not wanted:
         return
@@ -101,3 +109,10 @@ async def check_secret_refs(store: SecretStore, jobs: Sequence[Job]) -> None:
                 field,
                 f"refers to secret {name!r}, which does not exist; `tickwork secret set {name}`",
             )
+
+
+def _callbacks_of(job: Job) -> list[tuple[str, Callbacks]]:
+    """A job's callbacks and each task's, with the field that names them."""
+    found: list[tuple[str, Callbacks]] = [("callbacks", job.callbacks)]
+    found += [(f"tasks[{i}].callbacks", task.callbacks) for i, task in enumerate(job.tasks)]
+    return found

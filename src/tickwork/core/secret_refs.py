@@ -2,8 +2,9 @@
 
 A reference may stand for a whole value in http ``headers``, shell ``env``, an http
 ``body`` (anywhere inside it), python ``kwargs`` (anywhere inside them) and a callback's
-``headers``; in a URL the userinfo is given as ``{"$secret": ...}`` through ``url_auth``
-(see docs/security.md). The worker resolves references right before the attempt runs; the
+``headers``; a URL's userinfo is given as ``url_auth: {"$secret": ...}`` (a task's or a
+callback's), a secret holding ``user:password``, sent as HTTP Basic auth (see
+docs/security.md). The worker resolves references right before the attempt runs; the
 API stores and shows only the reference, never the value.
 """
 
@@ -38,6 +39,21 @@ def secret_names(value: object) -> set[str]:
     if isinstance(value, list | tuple):
         return {n for v in value for n in secret_names(v)}
     return set()
+
+
+URL_AUTH = "url_auth"
+
+
+def url_auth(config: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The (user, password) of a resolved ``url_auth`` (``user:password``; no ``:``: the
+    whole value is the user); None without one. ``ValueError`` if it was not resolved."""
+    value = config.get(URL_AUTH)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("url_auth: the secret reference was not resolved on this process")
+    user, _, password = value.partition(":")
+    return user, password
 
 
 def resolve_refs(value: Any, secrets: Mapping[str, str]) -> Any:

@@ -39,7 +39,7 @@ _TARGET = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}", re.ASCII)
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _KEYS = {
     TaskKind.SHELL: ("argv", "command", "shell", "env", "cwd", "log_max_bytes"),
-    TaskKind.HTTP: ("method", "url", "headers", "body", "log_max_bytes"),
+    TaskKind.HTTP: ("method", "url", "url_auth", "headers", "body", "log_max_bytes"),
     TaskKind.PYTHON: ("target", "kwargs", "log_max_bytes"),
 }
 # Bounds of a task's log cap (config.log_max_bytes; the worker's default is 16 MiB).
@@ -49,7 +49,7 @@ _MAX_TAGS, _MAX_TAG = 32, 64
 _MAX_DEPTH = 64  # nesting of JSON values; deeper is refused rather than recursed into
 _TRIGGER_RULES = frozenset(rule.value for rule in TriggerRule)
 _EVENTS = frozenset(event.value for event in CallbackEvent)
-_CALLBACK_KEYS = {TaskKind.HTTP: ("url", "headers"), TaskKind.PYTHON: ("target",)}
+_CALLBACK_KEYS = {TaskKind.HTTP: ("url", "url_auth", "headers"), TaskKind.PYTHON: ("target",)}
 MAX_SLOTS = 1_000_000
 _MAX_DESCRIPTION = 1000
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}", re.ASCII)
@@ -288,10 +288,9 @@ def _callback(hook: object, field: str) -> Callback:
             f"{field}.url",
             "must be an http:// or https:// URL with a host, such as https://example.org/hook",
         )
+    _url_auth(config, url, field)
     if "headers" in config:
-        # Callbacks are sent by whichever process records the outcome (a worker or the
-        # reaper): secret references are resolved on workers only, so not taken here yet.
-        _headers(config["headers"], f"{field}.headers", refs=False)
+        _headers(config["headers"], f"{field}.headers")
         config["headers"] = dict(config["headers"])
     return Callback(kind=kind, config=config)
 
@@ -376,11 +375,28 @@ def _http(config: dict[str, Any], field: str) -> dict[str, Any]:
             f"{field}.url",
             "must be an http:// or https:// URL with a host, such as https://example.org/hook",
         )
+    _url_auth(config, url, field)
     if "headers" in config:
         _headers(config["headers"], f"{field}.headers")
     if "body" in config and not isinstance(config["body"], str):
         _json_value(config["body"], f"{field}.body", 0)
     return config
+
+
+def _url_auth(config: Mapping[str, Any], url: str, field: str) -> None:
+    """``url_auth``: the URL's userinfo (``user:password``) as a secret reference, resolved
+    where the request is sent; never a literal (that would be stored and shown)."""
+    if "url_auth" not in config:
+        return
+    if not is_secret_ref(config["url_auth"]):
+        raise ValidationError(
+            f"{field}.url_auth",
+            'must be {"$secret": NAME}, a secret holding user:password (tickwork secret set)',
+        )
+    if urlsplit(url).username is not None:
+        raise ValidationError(
+            f"{field}.url", "holds user:password@ and url_auth is given too; keep one (url_auth)"
+        )
 
 
 def _http_url(url: str) -> bool:

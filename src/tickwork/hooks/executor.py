@@ -5,22 +5,29 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import httpx2
 
+from tickwork.core.errors import NotFound, TickworkError
 from tickwork.core.model import Callback, Outcome, TaskKind, TaskRun
+from tickwork.core.secret_refs import secret_names
 from tickwork.hooks.alert_context import AlertContext
 from tickwork.hooks.callables import PythonCallbacks
 from tickwork.hooks.context import CallbackContext, CallbackFailed, event_for
 from tickwork.hooks.webhook import UrlCheck, post_webhook
 from tickwork.observe import tracing
+from tickwork.security.masking import MASK
 from tickwork.security.ssrf import UrlGuard
 
 log = logging.getLogger("tickwork.hooks")
 
 #: What a callback is called with: an attempt's context, or a run alert's.
 Context = CallbackContext | AlertContext
+#: Resolves ``{"$secret": NAME}`` in a callback's config: the config resolved and the values
+#: used (``security.secrets.resolve_secrets`` bound to a store and a key).
+SecretResolve = Callable[[Mapping[str, Any]], Awaitable[tuple[Mapping[str, Any], list[str]]]]
 
 #: Also told of every callback that failed: ``(task_run_id, attempt, message)``, the message
 #: one line such as ``on_failure callback failed: timed out after 10 s``.
@@ -30,6 +37,7 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_CONCURRENCY = 8
 DEFAULT_BACKLOG = 1000
 CANCEL_WAIT = 1.0  # seconds close() waits for cancelled callbacks to unwind
+MIN_MASKED = 4  # shorter values are not masked in messages ("1" would blank them out)
 
 
 class Hooks:
@@ -41,6 +49,10 @@ class Hooks:
     config, import error, exception, timeout, non-2xx answer, SSRF refusal, dropped) is
     logged at WARNING with its task run and event, and reported to ``on_error``; it never
     changes the run's outcome, which is written before its callbacks fire.
+
+    A webhook's ``{"$secret": NAME}`` references (``headers``, ``url_auth``) are resolved by
+    ``secrets`` right before it is sent (here: the worker or the reaper that stored the
+    outcome), and the values are masked in what a failure reports.
 
     Webhooks are POSTed through ``client`` (one of its own if none is given; redirects are
     not followed) after ``url_guard`` has seen the URL, at send time; without a guard,
@@ -57,8 +69,10 @@ class Hooks:
         concurrency: int = DEFAULT_CONCURRENCY,
         backlog: int = DEFAULT_BACKLOG,
         on_error: ErrorSink | None = None,
+        secrets: SecretResolve | None = None,
     ) -> None:
         self._guard = url_guard or UrlGuard().check
+        self._secrets = secrets
         self._owns_client = client is None
         self._client = client or httpx2.AsyncClient(follow_redirects=False)
         self._python = PythonCallbacks(max_threads=concurrency)
@@ -152,12 +166,28 @@ class Hooks:
 
     async def _deliver(self, callback: Callback, context: Context) -> None:
         if callback.kind is TaskKind.HTTP:
-            await post_webhook(self._client, self._guard, callback.config, context)
+            config, values = await self._resolved(callback.config)
+            try:
+                await post_webhook(self._client, self._guard, config, context)
+            except CallbackFailed as exc:
+                raise CallbackFailed(_masked(str(exc), values)) from None
         elif callback.kind is TaskKind.PYTHON:
             await self._python.call(callback.config, context)
         else:
             kind = callback.kind.value
             raise CallbackFailed(f"a {kind} callback cannot run: use http or python")
+
+    async def _resolved(self, config: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
+        if not secret_names(config):
+            return config, []
+        if self._secrets is None:
+            raise CallbackFailed("secret references cannot be resolved by this process")
+        try:
+            return await self._secrets(config)
+        except NotFound as exc:
+            raise CallbackFailed(f"secret {exc.key!r} does not exist") from None
+        except TickworkError as exc:  # no key, or one that cannot decrypt
+            raise CallbackFailed(str(exc)) from None
 
     def _failed(self, context: Context, message: str, exc: BaseException | None = None) -> None:
         if isinstance(context, AlertContext):  # no attempt, so no task log to write into
@@ -188,6 +218,13 @@ def _subject(context: Context) -> str:
     if isinstance(context, AlertContext):
         return f"run {context.run_id}"
     return f"task run {context.task_run_id}"
+
+
+def _masked(message: str, values: list[str]) -> str:
+    parts = {p for v in values for p in (v, *v.split(":", 1)) if len(p) >= MIN_MASKED}
+    for value in sorted(parts, key=len, reverse=True):
+        message = message.replace(value, MASK)
+    return message
 
 
 def _describe(exc: BaseException) -> str:

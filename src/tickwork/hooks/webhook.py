@@ -8,6 +8,7 @@ from typing import Any
 import httpx2
 
 from tickwork.core.errors import TickworkError
+from tickwork.core.secret_refs import url_auth
 from tickwork.hooks.alert_context import AlertContext
 from tickwork.hooks.context import CallbackContext, CallbackFailed
 
@@ -19,7 +20,8 @@ USER_AGENT = "tickwork"
 
 
 def parse_webhook(config: Mapping[str, Any]) -> tuple[httpx2.URL, dict[str, str]]:
-    """An http callback's ``url`` and ``headers``; raise ``CallbackFailed`` naming the field."""
+    """An http callback's ``url`` and ``headers`` (secret references resolved); raise
+    ``CallbackFailed`` naming the field."""
     raw, headers = config.get("url"), config.get("headers") or {}
     try:
         url = httpx2.URL(raw) if isinstance(raw, str) else None
@@ -47,12 +49,17 @@ async def post_webhook(
     """
     url, headers = parse_webhook(config)
     try:
+        auth = url_auth(config)
+    except ValueError as exc:
+        raise CallbackFailed(f"config.{exc}") from None
+    extra: dict[str, Any] = {} if auth is None else {"auth": auth}
+    try:
         await guard(url)
     except TickworkError as exc:
         raise CallbackFailed(f"webhook not sent: {exc}") from None
     try:
         async with client.stream(
-            "POST", url, json=context.to_json(), headers=headers, timeout=None
+            "POST", url, json=context.to_json(), headers=headers, timeout=None, **extra
         ) as response:
             if not response.is_success:
                 status = f"HTTP {response.status_code} {response.reason_phrase}"

@@ -25,6 +25,7 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx2
@@ -57,7 +58,7 @@ from tickwork.runtime.supervisor import supervise
 from tickwork.scheduler.history import HistoryConfig, maintain_history
 from tickwork.scheduler.loop import Scheduler, SchedulerConfig
 from tickwork.security.files import private_sqlite
-from tickwork.security.secrets import SecretCipher, cipher_from
+from tickwork.security.secrets import SecretCipher, cipher_from, resolve_secrets
 from tickwork.security.ssrf import TargetRefused, UrlGuard, parse_allow
 from tickwork.serve.api import read_app
 from tickwork.serve.autoscale import autoscale, reregister
@@ -280,11 +281,16 @@ def distributed_cancels(process: Process) -> CancelSignals:
     return opened
 
 
-def hooks(process: Process, store: Store, guard: UrlGuard) -> Hooks:
-    """Callbacks, their failures written into their task runs' logs; both finish at exit."""
+def hooks(process: Process, store: Store, guard: UrlGuard, data_dir: Path | None = None) -> Hooks:
+    """Callbacks, their failures written into their task runs' logs; both finish at exit.
+    Their secret references are resolved with this process's key (see ``cipher_from``)."""
     callback_errors = CallbackErrorLog(store, utcnow)
     process.on_close(callback_errors.flush, HOOKS_GRACE)
-    built = Hooks(url_guard=runner_guard(guard), on_error=callback_errors)
+    built = Hooks(
+        url_guard=runner_guard(guard),
+        on_error=callback_errors,
+        secrets=functools.partial(resolve_secrets, store, cipher_from(os.environ, data_dir)),
+    )
     process.on_close(built.close, HOOKS_GRACE)
     return built
 
@@ -443,8 +449,13 @@ def wire(
     pool_id = embedded_id()
     if runners is None:
         runners = build_runners(http_guard=runner_guard(guard))
+    cipher = cipher_from(os.environ, settings.data_dir)
     if hooks is None:
-        hooks = Hooks(url_guard=runner_guard(guard), on_error=CallbackErrorLog(store, clock))
+        hooks = Hooks(
+            url_guard=runner_guard(guard),
+            on_error=CallbackErrorLog(store, clock),
+            secrets=functools.partial(resolve_secrets, store, cipher),
+        )
     scheduler = Scheduler(
         store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks,
         config=scheduler_config, listen=listener.run if listener else None,
@@ -453,9 +464,7 @@ def wire(
         store,
         broker,
         # Secrets are resolved (and masked in output) around every runner.
-        with_secrets(
-            runners_of(settings, runners), store, cipher_from(os.environ, settings.data_dir)
-        ),
+        with_secrets(runners_of(settings, runners), store, cipher),
         PoolConfig(
             worker_id=pool_id,
             queues=embedded_queues(settings),
@@ -488,7 +497,8 @@ async def build_embedded(process: Process) -> None:
     store = await opened_store(process, s.effective_database_url)
     await store.migrate()
     guard = url_guard(s)
-    rt = wire(store, s, runners=runners(process, guard), hooks=hooks(process, store, guard))
+    built_hooks = hooks(process, store, guard, s.data_dir)
+    rt = wire(store, s, runners=runners(process, guard), hooks=built_hooks)
     process.on_close(rt.broker.close)
     process.on_close(rt.cancels.close)
     await bootstrap_token(store, s.data_dir)

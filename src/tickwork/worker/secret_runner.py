@@ -66,6 +66,9 @@ class SecretRunner:
 
 def _named_values(config: Mapping[str, object]) -> list[str]:
     found: list[str] = []
+    auth = config.get("url_auth")
+    if isinstance(auth, str):  # resolved user:password: its password alone is masked too
+        found += auth.split(":", 1)
     for key in ("env", "headers"):
         named = config.get(key)
         if isinstance(named, Mapping):

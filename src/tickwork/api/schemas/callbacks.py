@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tickwork.api.schemas.secret_ref import RefMap
+from tickwork.api.schemas.secret_ref import RefMap, UrlAuth
 from tickwork.core.model import Callback, CallbackEvent, Callbacks, TaskKind
 from tickwork.security.masking import mask_config
 
@@ -25,6 +25,7 @@ class HttpCallbackIn(_Input):
 
     kind: Literal["http"]
     url: str = Field(examples=["https://hooks.example.org/tickwork"])
+    url_auth: UrlAuth = None
     headers: RefMap = Field(default_factory=dict)
 
 

@@ -18,7 +18,7 @@ from tickwork.api.schemas.callbacks import CallbacksIn, callbacks_core
 from tickwork.api.schemas.instant import IsoInstant
 from tickwork.api.schemas.numbers import Whole
 from tickwork.api.schemas.params import ParamsIn, params_core
-from tickwork.api.schemas.secret_ref import RefMap
+from tickwork.api.schemas.secret_ref import RefMap, UrlAuth
 from tickwork.api.text import Text
 from tickwork.app.records import JobSpec
 from tickwork.core.alerts import DEFAULT_START_DEADLINE
@@ -155,6 +155,7 @@ class HttpTaskIn(_TaskBase):
     kind: Literal["http"]
     method: Text = "GET"
     url: Text = Field(examples=["https://example.org/health"])
+    url_auth: UrlAuth = None
     headers: RefMap = Field(default_factory=dict)
     body: str | dict[str, Any] | list[Any] | None = Field(None, description="Text or JSON.")
 

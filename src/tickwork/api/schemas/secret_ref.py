@@ -17,6 +17,16 @@ SECRET_REF_SCHEMA = {
     "additionalProperties": False,
 }
 SecretRef = dict[Literal["$secret"], Text]
+#: A URL's userinfo (``user:password``) given as a secret reference.
+UrlAuth = Annotated[
+    SecretRef | None,
+    WithJsonSchema(SECRET_REF_SCHEMA),
+    Field(
+        None,
+        description='The URL\'s `user:password`, as `{"$secret": "NAME"}`: sent as HTTP Basic '
+        "auth, resolved where the request is sent, never stored in the URL.",
+    ),
+]
 #: Headers or env: names to text, or to a secret reference (resolved on the worker).
 RefMap = Annotated[
     dict[Text, Text | SecretRef],

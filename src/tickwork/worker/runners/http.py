@@ -12,6 +12,7 @@ import httpx2
 
 from tickwork.core.errors import TickworkError, ValidationError
 from tickwork.core.model import TaskRun
+from tickwork.core.secret_refs import url_auth
 from tickwork.ports import LogSink, RunResult
 from tickwork.worker.runners._wait import Ending, ended, timed_out, wait_for_end
 
@@ -42,6 +43,7 @@ class HttpSpec:
     headers: Mapping[str, str]
     content: str | None = None
     json: Any = _NO_JSON
+    auth: tuple[str, str] | None = None  # url_auth, resolved: HTTP Basic
 
 
 def parse_http_spec(config: Mapping[str, Any]) -> HttpSpec:
@@ -55,9 +57,13 @@ def parse_http_spec(config: Mapping[str, Any]) -> HttpSpec:
     ):
         raise ValidationError("config.headers", "must be an object mapping names to strings")
     url, body = _parse_url(config.get("url")), config.get("body")
+    try:
+        auth = url_auth(config)
+    except ValueError as exc:
+        raise ValidationError("config.url_auth", str(exc)) from None
     if body is None or isinstance(body, str):
-        return HttpSpec(method.upper(), url, headers, content=body)
-    return HttpSpec(method.upper(), url, headers, json=body)
+        return HttpSpec(method.upper(), url, headers, content=body, auth=auth)
+    return HttpSpec(method.upper(), url, headers, json=body, auth=auth)
 
 
 def _parse_url(raw: object) -> httpx2.URL:
@@ -139,6 +145,8 @@ class HttpRunner:
 
     async def _send(self, spec: HttpSpec, timeout: float, log: LogSink) -> RunResult:
         extra: dict[str, Any] = {} if spec.json is _NO_JSON else {"json": spec.json}
+        if spec.auth is not None:
+            extra["auth"] = spec.auth
         async with self._client.stream(
             spec.method,
             spec.url,
