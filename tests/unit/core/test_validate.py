@@ -264,7 +264,7 @@ def test_validate_task_accepts_priority_pool_and_callbacks() -> None:
         (
             {"callbacks": {"on_failure": {**HOOK, "method": "PUT"}}},
             "tasks[0].callbacks.on_failure.method",
-            "is not a http callback setting; use url, headers",
+            "is not a http callback setting; use url, url_auth, headers",
         ),
         (
             {"callbacks": {"on_failure": {**HOOK, "headers": {"X": 1}}}},
