@@ -47,7 +47,6 @@ class _Child:
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin = proc.stdin
         self._stdout = proc.stdout
-        self._buffer = bytearray()  # read from stdout, not yet a whole frame
 
     @classmethod
     async def start(cls) -> _Child:
@@ -76,7 +75,9 @@ class _Child:
         try:
             await self._stdin.drain()
             while True:
-                message = await self._frame()
+                head = await self._stdout.readexactly(HEADER.size)
+                (size,) = HEADER.unpack(head)
+                message = json.loads(await self._stdout.readexactly(size))
                 if "o" not in message:
                     return dict(message)
                 output.write(message["o"], message["d"])
@@ -84,23 +85,6 @@ class _Child:
             code = await self.proc.wait()
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
             raise ChildDied(f"the task's process died ({how})") from exc
-
-    async def _frame(self) -> Any:
-        # One read per wake-up, however many frames it brings (a reply and its output
-        # mostly arrive together): half the awaits of reading the header and body apart.
-        buffer = self._buffer
-        while True:
-            if len(buffer) >= HEADER.size:
-                (size,) = HEADER.unpack_from(buffer)
-                end = HEADER.size + size
-                if len(buffer) >= end:
-                    message = json.loads(buffer[HEADER.size : end])
-                    del buffer[:end]
-                    return message
-            data = await self._stdout.read(1 << 20)
-            if not data:
-                raise asyncio.IncompleteReadError(bytes(buffer), None)
-            buffer += data
 
     async def kill(self, grace: float) -> None:
         """SIGTERM the process group, SIGKILL what is left after ``grace`` s."""
