@@ -63,7 +63,7 @@ class EnqueueListener:
                 if self.connections > before:  # it had listened: start the backoff again
                     delay = self._retry_after
                 log.warning(
-                    "not listening for enqueues (%s); polling, listening again in %.1f s",
+                    "not listening for enqueues (%s); polling, listening again in %g s",
                     str(exc).strip() or type(exc).__name__,
                     delay,
                 )
