@@ -61,6 +61,7 @@ def worker(
             metavar="MIN:MAX",
             help="Grow and shrink the tasks run at once between MIN and MAX with the queues' "
             "backlog and the tasks' durations (starts at MIN; instead of --concurrency).",
+            show_default="off",
         ),
     ] = None,
     grace: Annotated[
