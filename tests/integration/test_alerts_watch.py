@@ -14,6 +14,7 @@ import pytest
 from tests.contract.factory import T0, make_job, make_run
 from tests.fixtures import callbacks
 from tests.helpers import eventually
+from tickwork.broker.memory import MemoryBroker
 from tickwork.core.alerts import AlertKind
 from tickwork.core.model import (
     Callback,
@@ -25,8 +26,10 @@ from tickwork.core.model import (
     TaskRunState,
 )
 from tickwork.hooks import Hooks
+from tickwork.ids import new_id
 from tickwork.ports import Fence, Fenced, Lease
 from tickwork.scheduler.alerts import AlertWatcher
+from tickwork.scheduler.loop import Scheduler
 from tickwork.store import SqlStore
 
 MIN = timedelta(minutes=1)
@@ -191,3 +194,16 @@ async def test_a_new_leader_fires_no_alert_twice_and_the_old_one_is_fenced(
 
 def _success(task_run_id: str, at: datetime) -> Outcome:
     return Outcome(task_run_id, 1, TaskRunState.SUCCESS, at, started_at=at - MIN)
+
+
+async def test_the_scheduler_pass_checks_alerts_in_its_housekeeping(store: SqlStore) -> None:
+    job = await add_job(store, "via-loop", start_deadline=60.0)
+    late = await add_run(store, job, T0)
+    hooks = Hooks()
+    scheduler = Scheduler(
+        store, MemoryBroker(), clock=lambda: T0 + 2 * MIN, rand=lambda: 0.5, make_id=new_id,
+        hooks=hooks,
+    )  # fmt: skip
+    await scheduler.tick(T0 + 2 * MIN)
+    await hooks.close(5.0)
+    assert alerts_of("via-loop") == [("on_missed", late)]
