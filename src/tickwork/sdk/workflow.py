@@ -111,10 +111,13 @@ def workflow(
     max_active_runs: int | None = None,
     depends_on_past: bool | None = None,
     callbacks: Mapping[str, Mapping[str, Any]] | None = None,
+    start_deadline: float | None = None,
+    sla: float | None = None,
 ) -> Callable[[Callable[[], object]], Workflow]:
     """Make a function a workflow definition. ``schedule`` is ``"now"``, a cron expression
     (UTC) or a schedule object such as ``{"kind": "cron", "cron": "0 2 * * *", "timezone":
-    "Europe/Berlin"}``; the other fields are the job's, as in a YAML definition."""
+    "Europe/Berlin"}``; the other fields are the job's, as in a YAML definition
+    (``start_deadline`` and ``sla`` in seconds: the run alerts ``on_missed``/``on_sla_miss``)."""
     optional = {
         "timeout": timeout,
         "retry": None if retry is None else dict(retry),
@@ -125,6 +128,8 @@ def workflow(
         "max_active_runs": max_active_runs,
         "depends_on_past": depends_on_past,
         "callbacks": None if callbacks is None else {k: dict(v) for k, v in callbacks.items()},
+        "start_deadline": start_deadline,
+        "sla": sla,
     }
 
     def wrap(fn: Callable[[], object]) -> Workflow:

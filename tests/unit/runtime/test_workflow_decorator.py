@@ -275,12 +275,13 @@ def test_a_task_is_a_standalone_job_and_a_workflow_node_alike() -> None:
         "priority": 9,
     }
 
-    @workflow(schedule="now", queue="etl", max_active_runs=1, depends_on_past=True)
+    @workflow(schedule="now", queue="etl", max_active_runs=1, depends_on_past=True, sla=5400)
     def nightly() -> None:
         publish([dump("users"), dump(table="orders")])
 
     spec = nightly.spec()
     assert (spec["max_active_runs"], spec["depends_on_past"], spec["queue"]) == (1, True, "etl")
+    assert (spec["sla"], "start_deadline" in spec) == (5400, False)
     first, second, last = spec["tasks"]
     assert first == {
         "name": "dump",
