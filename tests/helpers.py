@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tickwork.core.model import Job, RetryPolicy, Schedule, ScheduleKind, Task, TaskKind
 from tickwork.ids import new_id
+
+if TYPE_CHECKING:
+    from tickwork.ports import Store
+    from tickwork.serve.embedded import Embedded
 
 T = TypeVar("T")
 
@@ -89,3 +94,25 @@ class Wakes:
 
     def __call__(self) -> None:
         self.count += 1
+
+
+@contextlib.asynccontextmanager
+async def running_engine(store: Store, concurrency: int) -> AsyncIterator[Embedded]:
+    """Embedded mode wired on ``store``, its scheduler and worker pool running (output
+    captured); drained (2 s) and stopped on exit. For tests that run work end to end in
+    process."""
+    from tickwork.app.settings import Settings
+    from tickwork.serve.wiring import wire
+    from tickwork.worker import capture
+
+    rt = wire(store, Settings(concurrency=concurrency))
+    capture.install()
+    tasks = [asyncio.create_task(rt.scheduler.run()), asyncio.create_task(rt.pool.run())]
+    try:
+        yield rt
+    finally:
+        await rt.pool.drain(2.0)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        capture.uninstall()

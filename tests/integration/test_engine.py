@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import eventually, make_job, python_task, shell_task
+from tests.helpers import eventually, make_job, python_task, running_engine, shell_task
 from tickwork.app.settings import Settings
 from tickwork.core.model import (
     Attempt,
@@ -30,7 +30,6 @@ from tickwork.ports import Store
 from tickwork.scheduler.loop import deliveries
 from tickwork.serve.embedded import Embedded, recover_orphans
 from tickwork.serve.wiring import wire
-from tickwork.worker import capture
 
 TASKS = "tests.integration.engine_tasks"
 
@@ -41,15 +40,8 @@ def now() -> datetime:
 
 @pytest.fixture
 async def engine(sqlite_store: Store) -> AsyncIterator[Embedded]:
-    rt = wire(sqlite_store, Settings(concurrency=4))
-    capture.install()
-    tasks = [asyncio.create_task(rt.scheduler.run()), asyncio.create_task(rt.pool.run())]
-    yield rt
-    await rt.pool.drain(2.0)
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    capture.uninstall()
+    async with running_engine(sqlite_store, concurrency=4) as rt:
+        yield rt
 
 
 async def submit(rt: Embedded, job: Job) -> NewRun:

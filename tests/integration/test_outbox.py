@@ -3,7 +3,6 @@ and a committed run is run once by a real scheduler and worker pool."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -14,18 +13,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from tests.helpers import eventually, make_job, python_task
+from tests.helpers import eventually, make_job, python_task, running_engine
 from tests.pg import libpq_url
 from tickwork import outbox
-from tickwork.app.settings import Settings
 from tickwork.core.errors import NotFound, ValidationError
 from tickwork.core.model import Job, RunDetail, RunState
 from tickwork.core.params import ParamsContract
 from tickwork.ports import Store
 from tickwork.serve.embedded import Embedded
-from tickwork.serve.wiring import wire
 from tickwork.store.sql import SqlStore, open_store
-from tickwork.worker import capture
 
 pytestmark = pytest.mark.postgres
 TASKS = "tests.integration.engine_tasks"
@@ -33,15 +29,8 @@ TASKS = "tests.integration.engine_tasks"
 
 @pytest.fixture
 async def engine(pg_store: SqlStore) -> AsyncIterator[Embedded]:
-    rt = wire(pg_store, Settings(concurrency=4))
-    capture.install()
-    tasks = [asyncio.create_task(rt.scheduler.run()), asyncio.create_task(rt.pool.run())]
-    yield rt
-    await rt.pool.drain(2.0)
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    capture.uninstall()
+    async with running_engine(pg_store, concurrency=4) as rt:
+        yield rt
 
 
 @pytest.fixture

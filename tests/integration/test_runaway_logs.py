@@ -3,38 +3,27 @@ log pages bounded in bytes."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
-from tests.helpers import eventually, make_job, python_task, shell_task
-from tickwork.app.settings import Settings
+from tests.helpers import eventually, make_job, python_task, running_engine, shell_task
 from tickwork.core.model import LogChunk, RunDetail, RunState, RunTrigger, TaskRunState
 from tickwork.core.runs import new_run
 from tickwork.ids import new_id
 from tickwork.ports import Store
 from tickwork.scheduler.loop import deliveries
 from tickwork.serve.embedded import Embedded
-from tickwork.serve.wiring import wire
-from tickwork.worker import capture
 
 TASKS = "tests.integration.engine_tasks"
 
 
 @pytest.fixture
 async def engine(sqlite_store: Store) -> AsyncIterator[Embedded]:
-    rt = wire(sqlite_store, Settings(concurrency=2))
-    capture.install()
-    tasks = [asyncio.create_task(rt.scheduler.run()), asyncio.create_task(rt.pool.run())]
-    yield rt
-    await rt.pool.drain(2.0)
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    capture.uninstall()
+    async with running_engine(sqlite_store, concurrency=2) as rt:
+        yield rt
 
 
 async def run_to_end(rt: Embedded, task_config: Mapping[str, object], kind: str) -> RunDetail:

@@ -26,7 +26,7 @@ from tickwork.core.alerts import (
 from tickwork.core.ledger import DEFAULT_GRACE
 from tickwork.core.model import RunState, RunTrigger
 from tickwork.ports.alerts import AlertCandidate, AlertSummary, FiredAlert
-from tickwork.store.dialect import Dialect
+from tickwork.store.dialect import Dialect, insert_ignoring
 from tickwork.store.schema import jobs, run_alerts, runs
 
 _DEFAULT = DEFAULT_GRACE.total_seconds()
@@ -130,7 +130,7 @@ def record_alerts(
         return []
     job_ids = _job_ids(conn, {a.run.run_id for a in alerts})
     recorded: list[Alert] = []
-    insert = dialect.insert_ignoring(run_alerts, ["run_id", "kind"])
+    insert = insert_ignoring(dialect, run_alerts, ["run_id", "kind"])
     for alert in alerts:  # one row each: RETURNING says which were new
         row = _row(alert, job_ids.get(alert.run.run_id, ""), now)
         if conn.execute(insert.values(row).returning(run_alerts.c.run_id)).first() is not None:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from tickwork.core.model import Job, NewRun, Run, TaskRun
@@ -22,11 +23,22 @@ from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store.run_rows import Row, RunRows
 
 T = TypeVar("T")
-__all__ = ["Dialect", "Row", "RunRows", "Statement", "Writer"]
+__all__ = [
+    "Dialect",
+    "InsertOf",
+    "Row",
+    "RunRows",
+    "Statement",
+    "Writer",
+    "insert_ignoring",
+    "upsert",
+]
 #: Runs one unit of work in its own write transaction (the store's ``_write``).
 Writer = Callable[[Callable[[Connection], T]], Awaitable[T]]
 #: A statement the dialect prepared for the rows given, with its parameters.
 Statement = tuple[str, tuple[Any, ...]]
+#: A database's own INSERT constructor, the one with ``ON CONFLICT``.
+InsertOf = Callable[[sa.Table], postgresql.Insert | sqlite.Insert]
 
 
 class Dialect(Protocol):
@@ -66,23 +78,9 @@ class Dialect(Protocol):
         """Whether the JSON array in ``column`` holds ``value``."""
 
     # -- inserts ---------------------------------------------------------------------------
-    def insert_ignoring(
-        self,
-        table: sa.Table,
-        index_elements: Sequence[str],
-        index_where: sa.ColumnElement[bool] | sa.TextClause | None = None,
-    ) -> sa.Insert:
-        """``INSERT … ON CONFLICT (index_elements) [WHERE index_where] DO NOTHING``."""
-
-    def upsert(
-        self,
-        table: sa.Table,
-        values: dict[str, Any],
-        index_elements: Sequence[str],
-        set_: dict[str, Any],
-        where: sa.ColumnElement[bool],
-    ) -> sa.Insert:
-        """``INSERT … ON CONFLICT (index_elements) DO UPDATE SET set_ WHERE where``."""
+    @property
+    def insert(self) -> InsertOf:
+        """The INSERT constructor with ``ON CONFLICT`` (``insert_ignoring``, ``upsert``)."""
 
     def bulk_insert(
         self, conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Row]
@@ -158,3 +156,32 @@ class Dialect(Protocol):
 
     async def close(self) -> None:
         """Close what the dialect opened itself (connections outside the engine)."""
+
+
+def insert_ignoring(
+    dialect: Dialect,
+    table: sa.Table,
+    index_elements: Sequence[str],
+    index_where: sa.ColumnElement[bool] | sa.TextClause | None = None,
+) -> sa.Insert:
+    """``INSERT … ON CONFLICT (index_elements) [WHERE index_where] DO NOTHING``."""
+    return dialect.insert(table).on_conflict_do_nothing(
+        index_elements=index_elements, index_where=index_where
+    )
+
+
+def upsert(
+    dialect: Dialect,
+    table: sa.Table,
+    values: dict[str, Any],
+    *,
+    index_elements: Sequence[str],
+    set_: dict[str, Any],
+    where: sa.ColumnElement[bool],
+) -> sa.Insert:
+    """``INSERT … ON CONFLICT (index_elements) DO UPDATE SET set_ WHERE where``."""
+    return (
+        dialect.insert(table)
+        .values(**values)
+        .on_conflict_do_update(index_elements=index_elements, set_=set_, where=where)
+    )

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from tickwork.ports import Fence, Fenced
 from tickwork.store import leases
-from tickwork.store.dialect import Dialect
+from tickwork.store.dialect import Dialect, upsert
 from tickwork.store.schema import fences
 
 T = TypeVar("T")
@@ -40,14 +40,15 @@ def highest_seen(conn: Connection, dialect: Dialect, fence: Fence) -> int | None
     """Raise the fence row of ``fence.lease`` to ``fence.token`` if that is higher, and
     return its token (None if it was higher than ``fence.token``: refused)."""
     # An equal token updates the row too: that is what locks it for the transaction.
-    upsert = dialect.upsert(
+    statement = upsert(
+        dialect,
         fences,
         {"name": fence.lease, "token": fence.token},
         index_elements=["name"],
         set_={"token": fence.token},
         where=fences.c.token <= fence.token,
     )
-    token: int | None = conn.scalar(upsert.returning(fences.c.token))
+    token: int | None = conn.scalar(statement.returning(fences.c.token))
     return token
 
 

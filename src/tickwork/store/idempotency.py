@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.ports import IdempotencyRecord, KeyReceipt, KeyTaken
-from tickwork.store.dialect import Dialect
+from tickwork.store.dialect import Dialect, insert_ignoring
 from tickwork.store.schema import idempotency_keys as keys
 
 T = TypeVar("T")
@@ -54,7 +54,7 @@ def record_key(conn: Connection, dialect: Dialect, receipt: KeyReceipt) -> None:
         "created_at": receipt.created_at,
         "expires_at": receipt.expires_at,
     }
-    stmt = dialect.insert_ignoring(keys, ["token_id", "key"]).values(**row)
+    stmt = insert_ignoring(dialect, keys, ["token_id", "key"]).values(**row)
     if conn.execute(stmt.returning(keys.c.key)).first() is None:
         query = sa.select(keys.c.request_hash, keys.c.status, keys.c.response)
         held = conn.execute(query.where(_this(receipt.token_id, receipt.key))).one()

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.ports import Fence, Fenced, Lease
-from tickwork.store.dialect import Dialect
+from tickwork.store.dialect import Dialect, upsert
 from tickwork.store.schema import leases
 
 log = logging.getLogger("tickwork.store.leases")
@@ -51,7 +51,8 @@ def _upsert(
     # One statement, so two holders racing are serialized on the row (the primary key):
     # the second one sees the first one's fresh lease and takes nothing.
     still_mine = sa.and_(leases.c.holder == holder, leases.c.expires_at > now)
-    upsert = dialect.upsert(
+    statement = upsert(
+        dialect,
         leases,
         {
             "name": name,
@@ -71,7 +72,7 @@ def _upsert(
         },
         where=sa.or_(leases.c.expires_at <= now, leases.c.holder == holder),
     )
-    return conn.execute(upsert.returning(*leases.c)).mappings().first()
+    return conn.execute(statement.returning(*leases.c)).mappings().first()
 
 
 def renew(

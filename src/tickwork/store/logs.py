@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.core.model import LogChunk
-from tickwork.store.dialect import Dialect
+from tickwork.store.dialect import Dialect, insert_ignoring
 from tickwork.store.rows import log_from_row, log_to_row
 from tickwork.store.schema import task_logs
 
@@ -17,7 +17,7 @@ def append_logs(conn: Connection, dialect: Dialect, chunks: Sequence[LogChunk]) 
     if not chunks:
         return
     # A worker that re-sends a batch after a lost reply must not fail on the chunks stored.
-    stmt = dialect.insert_ignoring(task_logs, ["task_run_id", "seq"])
+    stmt = insert_ignoring(dialect, task_logs, ["task_run_id", "seq"])
     conn.execute(stmt, [log_to_row(c) for c in chunks])
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from tickwork.core.model import Job, NewRun, Run, TaskRun
 from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store import migrate, pg_dispatch, pg_enqueue, retention, run_keys
-from tickwork.store.dialect import Row, RunRows, Statement, Writer
+from tickwork.store.dialect import InsertOf, Row, RunRows, Statement, Writer
 from tickwork.store.pg_copy import copy_rows
 from tickwork.store.pg_direct import DirectWriter
 from tickwork.store.rows import run_to_row
@@ -59,29 +59,9 @@ class PostgresDialect:
         return sa.cast(column, postgresql.JSONB).contains([value])
 
     # -- inserts ---------------------------------------------------------------------------
-    def insert_ignoring(
-        self,
-        table: sa.Table,
-        index_elements: Sequence[str],
-        index_where: sa.ColumnElement[bool] | sa.TextClause | None = None,
-    ) -> sa.Insert:
-        return postgresql.insert(table).on_conflict_do_nothing(
-            index_elements=index_elements, index_where=index_where
-        )
-
-    def upsert(
-        self,
-        table: sa.Table,
-        values: dict[str, Any],
-        index_elements: Sequence[str],
-        set_: dict[str, Any],
-        where: sa.ColumnElement[bool],
-    ) -> sa.Insert:
-        return (
-            postgresql.insert(table)
-            .values(**values)
-            .on_conflict_do_update(index_elements=index_elements, set_=set_, where=where)
-        )
+    @property
+    def insert(self) -> InsertOf:
+        return postgresql.insert
 
     def bulk_insert(
         self, conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Row]

@@ -20,7 +20,7 @@ from tickwork.core.model import Job, NewRun, Run, TaskRun, TaskRunState
 from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store import dispatch, migrate, partitions
 from tickwork.store.common import chunked, key_in
-from tickwork.store.dialect import Row, RunRows, Statement, Writer
+from tickwork.store.dialect import InsertOf, Row, RunRows, Statement, Writer, insert_ignoring
 from tickwork.store.rows import run_to_row
 from tickwork.store.schema import RUNS_UNIQUE_WHERE, UTCDateTime, attempts, runs, task_runs
 
@@ -59,29 +59,9 @@ class SqliteDialect:
         return sa.exists(sa.select(sa.literal(1)).select_from(each).where(each.c.value == value))
 
     # -- inserts ---------------------------------------------------------------------------
-    def insert_ignoring(
-        self,
-        table: sa.Table,
-        index_elements: Sequence[str],
-        index_where: sa.ColumnElement[bool] | sa.TextClause | None = None,
-    ) -> sa.Insert:
-        return sqlite.insert(table).on_conflict_do_nothing(
-            index_elements=index_elements, index_where=index_where
-        )
-
-    def upsert(
-        self,
-        table: sa.Table,
-        values: dict[str, Any],
-        index_elements: Sequence[str],
-        set_: dict[str, Any],
-        where: sa.ColumnElement[bool],
-    ) -> sa.Insert:
-        return (
-            sqlite.insert(table)
-            .values(**values)
-            .on_conflict_do_update(index_elements=index_elements, set_=set_, where=where)
-        )
+    @property
+    def insert(self) -> InsertOf:
+        return sqlite.insert
 
     def bulk_insert(
         self, conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Row]
@@ -91,7 +71,7 @@ class SqliteDialect:
 
     def insert_unique_runs(self, conn: Connection, new_runs: Sequence[NewRun]) -> set[str]:
         # The (job, logical date) uniqueness is a partial unique index of ``runs`` here.
-        stmt = self.insert_ignoring(runs, ["job_id", "logical_date"], RUNS_UNIQUE_WHERE)
+        stmt = insert_ignoring(self, runs, ["job_id", "logical_date"], RUNS_UNIQUE_WHERE)
         result = conn.execute(stmt.returning(runs.c.id), [run_to_row(n.run) for n in new_runs])
         return set(result.scalars().all())
 
