@@ -262,3 +262,15 @@ def test_the_exporter_is_named_by_otel_traces_exporter() -> None:
     assert isinstance(exporter_from({"OTEL_TRACES_EXPORTER": "console"}), ConsoleSpanExporter)
     with pytest.raises(ValidationError, match="must be otlp, console or none, not 'jaeger'"):
         exporter_from({"OTEL_TRACES_EXPORTER": "jaeger"})
+
+
+def test_a_run_id_is_its_trace_id_and_any_other_id_still_gives_one() -> None:
+    from tickwork.observe.tracing import _ids
+
+    assert _ids("01a231e82ee81a0c278a51c9ec0b8502") == (
+        0x01A231E82EE81A0C278A51C9EC0B8502,
+        0x278A51C9EC0B8502,
+    )
+    trace_id, span_id = _ids("run-1")  # not one tickwork makes: hashed, never an error
+    assert 0 < trace_id < 2**128 and 0 < span_id < 2**64
+    assert _ids("run-1") == (trace_id, span_id)

@@ -29,8 +29,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
 import logging
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -41,6 +43,7 @@ from tickwork.ports import LogSink, Runner, RunResult
 
 log = logging.getLogger("tickwork.observe")
 
+_HEX = re.compile(r"[0-9a-f]+")
 _enabled = False
 _tracer: Any = None
 _provider: Any = None
@@ -106,8 +109,12 @@ def shutdown() -> None:
 
 # -- the run's trace ---------------------------------------------------------------------------
 def _ids(run_id: str) -> tuple[int, int]:
-    """The run's trace id (the run id) and its root span's id (its low 64 random bits)."""
-    return int(run_id, 16), (int(run_id[-16:], 16) or 1)
+    """The run's trace id (the run id) and its root span's id (its low 64 random bits). An
+    id that is not 32 hex digits (none tickwork makes) is hashed to them instead: tracing
+    must never fail a task."""
+    if len(run_id) != 32 or not _HEX.fullmatch(run_id):
+        run_id = hashlib.blake2b(run_id.encode(), digest_size=16).hexdigest()
+    return int(run_id, 16) or 1, int(run_id[-16:], 16) or 1
 
 
 def run_context(run_id: str) -> Any:
