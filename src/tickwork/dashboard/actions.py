@@ -4,6 +4,7 @@ to a page that shows the result (so it works without JavaScript)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -12,7 +13,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from tickwork.api.auth import AuthError, require_job_scope
+from tickwork.app.services import Services
 from tickwork.core.errors import ValidationError
+from tickwork.core.model import RunDetail
 from tickwork.dashboard.audit import record
 from tickwork.dashboard.context import PAGE_HEADERS, Ctx, Site, back, form_of, safe_path
 from tickwork.dashboard.render import render
@@ -30,6 +33,13 @@ from tickwork.dashboard.session import (
 )
 from tickwork.ids import new_id
 from tickwork.ports.web import AuditEntry
+
+#: A dashboard action: the request's context in, a redirect (or page) out.
+View = Callable[[Ctx], Awaitable[Response]]
+#: A service method taking one name or id (``Services.pause``, ``Services.cancel_run``, ...).
+ServiceCall = Callable[[Services, str], Awaitable[object]]
+#: A service method acting on one task run, answering its run.
+TaskRunCall = Callable[[Services, str], Awaitable[RunDetail]]
 
 #: At most this many dead letters are retried by one bulk action (the page's selection).
 BULK_LIMIT = 500
@@ -122,28 +132,24 @@ def _params(raw: object) -> dict[str, Any] | None:
     return value
 
 
-async def pause(ctx: Ctx) -> Response:
-    name = ctx.request.path_params["name"]
-    await _job_allowed(ctx, name)
-    await ctx.services.pause(name)
-    await record(ctx, "pause", f"job:{name}")
-    return back(ctx.request, f"/jobs/{quote(name)}", f"Paused {name}")
+def _on_job(action: str, call: ServiceCall, said: str, *, to_list: bool = False) -> View:
+    """A job's action: check the job's scope, call the service, audit, go back with a note
+    (``said`` may name ``{name}``), to the job's page or, for ``to_list``, the job list."""
+
+    async def view(ctx: Ctx) -> Response:
+        name = ctx.request.path_params["name"]
+        await _job_allowed(ctx, name)
+        await call(ctx.services, name)
+        await record(ctx, action, f"job:{name}")
+        where = "/jobs" if to_list else f"/jobs/{quote(name)}"
+        return back(ctx.request, where, said.format(name=name))
+
+    return view
 
 
-async def resume(ctx: Ctx) -> Response:
-    name = ctx.request.path_params["name"]
-    await _job_allowed(ctx, name)
-    await ctx.services.resume(name)
-    await record(ctx, "resume", f"job:{name}")
-    return back(ctx.request, f"/jobs/{quote(name)}", f"Resumed {name}")
-
-
-async def delete(ctx: Ctx) -> Response:
-    name = ctx.request.path_params["name"]
-    await _job_allowed(ctx, name)
-    await ctx.services.delete_job(name)
-    await record(ctx, "delete", f"job:{name}")
-    return back(ctx.request, "/jobs", f"Deleted {name} (its history stays)")
+pause = _on_job("pause", Services.pause, "Paused {name}")
+resume = _on_job("resume", Services.resume, "Resumed {name}")
+delete = _on_job("delete", Services.delete_job, "Deleted {name} (its history stays)", to_list=True)
 
 
 # -- runs ----------------------------------------------------------------------------------
@@ -161,20 +167,21 @@ async def _job_allowed_by_id(ctx: Ctx, job_name: str) -> None:
         await _job_allowed(ctx, job_name)
 
 
-async def cancel_run(ctx: Ctx) -> Response:
-    run_id = ctx.request.path_params["run_id"]
-    await _run_allowed(ctx, run_id)
-    await ctx.services.cancel_run(run_id)
-    await record(ctx, "cancel_run", f"run:{run_id}")
-    return back(ctx.request, f"/runs/{run_id}", "Cancel requested")
+def _on_run(action: str, call: ServiceCall, said: str) -> View:
+    """A run's action: check its job's scope, call the service, audit, back to the run."""
+
+    async def view(ctx: Ctx) -> Response:
+        run_id = ctx.request.path_params["run_id"]
+        await _run_allowed(ctx, run_id)
+        await call(ctx.services, run_id)
+        await record(ctx, action, f"run:{run_id}")
+        return back(ctx.request, f"/runs/{run_id}", said)
+
+    return view
 
 
-async def retry_run(ctx: Ctx) -> Response:
-    run_id = ctx.request.path_params["run_id"]
-    await _run_allowed(ctx, run_id)
-    await ctx.services.retry_run(run_id)
-    await record(ctx, "retry_run", f"run:{run_id}")
-    return back(ctx.request, f"/runs/{run_id}", "Failed tasks retried")
+cancel_run = _on_run("cancel_run", Services.cancel_run, "Cancel requested")
+retry_run = _on_run("retry_run", Services.retry_run, "Failed tasks retried")
 
 
 async def replay_run(ctx: Ctx) -> Response:
@@ -187,24 +194,25 @@ async def replay_run(ctx: Ctx) -> Response:
     return back(ctx.request, f"/runs/{run_id}", f"Marked for replay: {tasks} task(s) run again")
 
 
-async def cancel_task(ctx: Ctx) -> Response:
-    task_run_id = ctx.request.path_params["task_run_id"]
-    task_run = await ctx.store.get_task_run(task_run_id)
-    if task_run is not None:
-        await _job_allowed_by_id(ctx, task_run.job_name)
-    detail = await ctx.services.cancel_task_run(task_run_id)
-    await record(ctx, "cancel_task_run", f"task_run:{task_run_id}")
-    return back(ctx.request, f"/runs/{detail.run.id}", "Cancel requested")
+def _on_task_run(
+    action: str, call: Callable[[Services, str], Awaitable[RunDetail]], said: str
+) -> View:
+    """A task run's action: check its job's scope, call the service, audit, back to its run."""
+
+    async def view(ctx: Ctx) -> Response:
+        task_run_id = ctx.request.path_params["task_run_id"]
+        task_run = await ctx.store.get_task_run(task_run_id)
+        if task_run is not None:
+            await _job_allowed_by_id(ctx, task_run.job_name)
+        detail = await call(ctx.services, task_run_id)
+        await record(ctx, action, f"task_run:{task_run_id}")
+        return back(ctx.request, f"/runs/{detail.run.id}", said)
+
+    return view
 
 
-async def retry_task(ctx: Ctx) -> Response:
-    task_run_id = ctx.request.path_params["task_run_id"]
-    task_run = await ctx.store.get_task_run(task_run_id)
-    if task_run is not None:
-        await _job_allowed_by_id(ctx, task_run.job_name)
-    detail = await ctx.services.retry_task_run(task_run_id)
-    await record(ctx, "retry_task_run", f"task_run:{task_run_id}")
-    return back(ctx.request, f"/runs/{detail.run.id}", "Task retried")
+cancel_task = _on_task_run("cancel_task_run", Services.cancel_task_run, "Cancel requested")
+retry_task = _on_task_run("retry_task_run", Services.retry_task_run, "Task retried")
 
 
 async def retry_dead_letters(ctx: Ctx) -> Response:
