@@ -27,6 +27,7 @@ UPDATABLE_FIELDS = frozenset(
         "queue",
         "priority",
         "catchup",
+        "jitter",
         "tags",
         "metadata",
         "max_active_runs",

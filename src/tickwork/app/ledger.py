@@ -31,8 +31,10 @@ class LedgerService:
         *,
         get_job: Callable[[str], Awaitable[Job]],
         clock: Callable[[], datetime],
+        spread: float = 0.0,
     ) -> None:
         self._store = store
+        self._spread = spread
         self._get_job = get_job
         self._clock = clock
 
@@ -60,7 +62,9 @@ class LedgerService:
         ticks = promised(job, start, end)
         runs = await self._runs(job, start, end) if ticks else {}
         # A tick is late past the job's own start deadline: the alerts' and the ledger's agree.
-        return ledger(job, ticks, runs, self._clock(), grace=policy_of(job).deadline)
+        # (The deadline counts from the end of the job's jitter window: core.ledger.)
+        grace = policy_of(job).deadline
+        return ledger(job, ticks, runs, self._clock(), grace=grace, spread=self._spread)
 
     async def _runs(self, job: Job, start: datetime, end: datetime) -> dict[datetime, RunMark]:
         window = TimeWindow(logical_from=start, logical_to=end + _TICK)

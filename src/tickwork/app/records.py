@@ -27,6 +27,7 @@ class JobSpec:
     queue: str = "default"
     priority: int = 0
     catchup: bool = False
+    jitter: float | None = None
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     max_active_runs: int | None = None

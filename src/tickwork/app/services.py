@@ -22,6 +22,7 @@ from tickwork.app.secrets import check_secret_refs
 from tickwork.app.targets import check_targets
 from tickwork.app.why import LeaderProbe, WhyService
 from tickwork.core.errors import Conflict, NotFound, ValidationError
+from tickwork.core.jitter import effective_jitter, spread_fires
 from tickwork.core.model import (
     Job,
     LogChunk,
@@ -95,8 +96,10 @@ class Services:
         url_guard: Callable[[str], Awaitable[None]] | None = None,
         cancels: CancelSignals | None = None,
         leader: LeaderProbe | None = None,
+        cron_spread: float = 0.0,
     ) -> None:
         self.store = store
+        self._cron_spread = cron_spread
         self.broker = broker
         self._cancels = cancels
         self._wake = wake
@@ -107,7 +110,7 @@ class Services:
         # Pools (operator settings), and the check that jobs name only existing ones.
         self.pools = PoolService(store, clock)
         self.why = WhyService(store, clock, leader)
-        self.ledger = LedgerService(store, get_job=self.get_job, clock=clock)
+        self.ledger = LedgerService(store, get_job=self.get_job, clock=clock, spread=cron_spread)
         self.backfills = BackfillService(
             store, get_job=self.get_job, clock=clock, make_id=make_id, wake=wake, cancels=cancels
         )
@@ -277,6 +280,17 @@ class Services:
             assert job.schedule.at is not None
             return [job.schedule.at]
         return []
+
+    async def upcoming_due(self, name: str, count: int = 10) -> list[datetime]:
+        """When the runs of ``upcoming(name, count)`` become due: the fires moved by the
+        job's jitter (or the fleet's ``cron_spread``), as the scheduler will move them."""
+        job = await self.get_job(name)
+        fires = await self.upcoming(name, count)
+        jitter = effective_jitter(job.jitter, self._cron_spread)
+        if job.schedule.kind is not ScheduleKind.CRON or not jitter or not fires:
+            return fires
+        following = upcoming(job.schedule, fires[-1], 1)
+        return spread_fires(job.name, fires, jitter, following[0] if following else None)
 
     def preview(
         self, cron: str, timezone: str = "UTC", count: int = 10, after: datetime | None = None
@@ -483,6 +497,7 @@ class Services:
             queue=spec.queue,
             priority=spec.priority,
             catchup=spec.catchup,
+            jitter=spec.jitter,
             tags=spec.tags,
             metadata=spec.metadata,
             max_active_runs=spec.max_active_runs,

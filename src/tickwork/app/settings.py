@@ -23,6 +23,7 @@ from typing import Any
 
 from tickwork.core.autoscale import Bounds, parse_bounds
 from tickwork.core.errors import ValidationError
+from tickwork.core.jitter import check_jitter
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 CONFIG_ENV = "TICKWORK_CONFIG"
@@ -55,6 +56,8 @@ class Settings:
     heartbeat_timeout: float = 15.0  # a running task run silent this long is a zombie
     retention_days: int = 0  # days of run history kept; 0: keep everything
     partitions_ahead: int = 2  # monthly partitions created ahead of the current one
+    # seconds over which cron fires of one instant are spread (jobs without their own jitter)
+    cron_spread: float = 0.0
     # -- worker (`up` runs one too)
     queues: tuple[str, ...] = ()  # (): by process kind (worker: default; up: every queue, *)
     concurrency: int = os.cpu_count() or 2  # tasks run at once
@@ -79,6 +82,7 @@ class Settings:
             raise ValidationError("log_format", f"must be text or json, not {self.log_format!r}")
         if self.metrics not in ("on", "off"):
             raise ValidationError("metrics", f"must be on or off, not {self.metrics!r}")
+        check_jitter(self.cron_spread, "cron_spread")
         if self.concurrency < 1:
             raise ValidationError("concurrency", f"must be 1 or more, not {self.concurrency}")
         self.autoscale_bounds  # noqa: B018 (refuses a malformed MIN:MAX now, not at start)

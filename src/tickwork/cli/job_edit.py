@@ -43,7 +43,7 @@ def definition_of(job: JobInfo) -> dict[str, Any]:
         "depends_on_past": job["depends_on_past"],
         "callbacks": dict(job["callbacks"]),
     }
-    for key in ("timeout", "start_deadline", "sla"):
+    for key in ("timeout", "start_deadline", "sla", "jitter"):
         if job[key] is not None:
             body[key] = job[key]
     return body

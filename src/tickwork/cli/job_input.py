@@ -21,6 +21,7 @@ class JobFlags:
     cron: str | None = None
     tz: str | None = None
     catchup: bool | None = None
+    jitter: float | None = None
     start: str | None = None
     end: str | None = None
     shell: bool = False
@@ -51,6 +52,8 @@ def job_input(name: str, flags: JobFlags) -> JobInput:
         job["retry"] = retry
     if flags.catchup is not None:
         job["catchup"] = flags.catchup
+    if flags.jitter is not None:
+        job["jitter"] = flags.jitter
     if flags.timeout is not None:
         job["timeout"] = flags.timeout
     if flags.queue is not None:
@@ -101,7 +104,13 @@ def _schedule(f: JobFlags) -> ScheduleInput:
     given = [flag for flag, on in (("--now", f.now), ("--at", f.at), ("--cron", f.cron)) if on]
     if len(given) != 1:
         raise ValidationError("schedule", "give exactly one of --now, --at ISO, --cron EXPR")
-    cron_only = {"--tz": f.tz, "--start": f.start, "--end": f.end, "--catchup": f.catchup}
+    cron_only = {
+        "--tz": f.tz,
+        "--start": f.start,
+        "--end": f.end,
+        "--catchup": f.catchup,
+        "--jitter": f.jitter,
+    }
     _only_with(f.cron, "--cron", "schedule", cron_only)
     if f.now:
         return {"kind": "now"}

@@ -36,6 +36,7 @@ from tickwork.cli.render import Col, Markup, ago, strip
 from tickwork.cli.status import warn_if_unserved
 from tickwork.core.alerts import DEFAULT_START_DEADLINE
 from tickwork.sdk import JobInfo, RetryInfo, RunInfo, ScheduleInfo, TaskInfo
+from tickwork.sdk_types import Fire
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
 app.command("why")(why.job_why)  # cli/why.py
@@ -91,6 +92,15 @@ def add(
             "--catchup/--no-catchup",
             help="Run every missed cron fire.",
             show_default="no catch-up",
+            rich_help_panel=_SCHEDULE,
+        ),
+    ] = None,
+    jitter: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Spread each cron fire's start over this many seconds (same offset per fire).",
+            show_default="the fleet's cron_spread",
             rich_help_panel=_SCHEDULE,
         ),
     ] = None,
@@ -236,7 +246,7 @@ def add(
     """
     flags = JobFlags(
         command=command or [], now=now, at=at, cron=cron, tz=tz, catchup=catchup,
-        start=start, end=end, shell=shell, env=env or [], cwd=cwd, http=http,
+        jitter=jitter, start=start, end=end, shell=shell, env=env or [], cwd=cwd, http=http,
         header=header or [], body=body, python=python, args=args, retries=retries,
         backoff=backoff, timeout=timeout, queue=queue, priority=priority, tags=tag or [],
         params=param or [], run_scope=run_scope, start_deadline=start_deadline, sla=sla,
@@ -329,13 +339,14 @@ def show(
             "queue": job["queue"],
             "priority": job["priority"],
             "catchup": job["catchup"],
+            "jitter": f"{job['jitter']:g}s" if job.get("jitter") is not None else None,
             "max active runs": job["max_active_runs"],
             "depends on past": job["depends_on_past"],
             "start deadline": _describe_deadline(job["start_deadline"]),
             "sla": f"{job['sla']:g}s" if job["sla"] is not None else None,
             "callbacks": sorted(job["callbacks"]),
             "paused": job["paused"],
-            "upcoming": [when(f["local"]) for f in fires],
+            "upcoming": [_fire_text(f) for f in fires],
             "last fire": when(job["last_fire_at"]),
             "tags": job["tags"],
             "created": when(job["created_at"]),
@@ -437,3 +448,9 @@ def _describe_task(task: TaskInfo) -> str:
     if task["kind"] == "http":
         return f"http: {c.get('method', 'GET')} {c.get('url')}"
     return f"python: {c.get('target')}"
+
+
+def _fire_text(fire: Fire) -> str:
+    """A fire's local time, and when its run is due if a jitter moves it."""
+    text = when(fire["local"])
+    return text if fire["due"] == fire["utc"] else f"{text} (due {when(fire['due'])})"

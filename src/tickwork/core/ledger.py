@@ -29,6 +29,7 @@ from zoneinfo import ZoneInfo
 from tickwork.core import cron
 from tickwork.core.cron_fields import compile_spec
 from tickwork.core.errors import ValidationError
+from tickwork.core.jitter import effective_jitter
 from tickwork.core.model import Job, RunState, RunTrigger, ScheduleKind
 
 _TICK = timedelta(microseconds=1)
@@ -94,9 +95,13 @@ def ledger(
     now: datetime,
     *,
     grace: timedelta = DEFAULT_GRACE,
+    spread: float = 0.0,
 ) -> list[Tick]:
-    """Match each promised tick with its run (see the module docstring)."""
+    """Match each promised tick with its run (see the module docstring). A jittered job's
+    run may be due up to its jitter (or the fleet's ``spread``) after the tick: the grace
+    starts at the end of that window."""
     assert job.schedule.cron is not None
+    grace += timedelta(seconds=effective_jitter(job.jitter, spread))
     spec, tz = compile_spec(cron.parse(job.schedule.cron).text), cron.zone(job.schedule.timezone)
     return [
         Tick(

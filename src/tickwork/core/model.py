@@ -165,6 +165,9 @@ class Job:
     queue: str = "default"
     priority: int = 0
     catchup: bool = False
+    # Seconds a cron fire's run may be due after its logical date (core/jitter.py); None: the
+    # fleet's ``cron_spread``; 0: never moved.
+    jitter: float | None = None
     paused: bool = False
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)

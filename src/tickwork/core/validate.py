@@ -14,12 +14,14 @@ from urllib.parse import urlsplit
 from tickwork.core.alerts import alert_policy
 from tickwork.core.dag import cycle_error, find_cycle
 from tickwork.core.errors import ValidationError
+from tickwork.core.jitter import check_jitter
 from tickwork.core.model import (
     RUN_EVENTS,
     Callback,
     CallbackEvent,
     Job,
     Pool,
+    ScheduleKind,
     Task,
     TaskKind,
     TriggerRule,
@@ -81,6 +83,9 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
         )
     _priority(job.priority, "priority")
     validate_max_active_runs(job.max_active_runs)
+    jitter = check_jitter(job.jitter)
+    if jitter is not None and schedule.kind is not ScheduleKind.CRON:
+        raise ValidationError("jitter", "only cron schedules take a jitter (it spreads fires)")
     if not isinstance(job.depends_on_past, bool):
         raise ValidationError("depends_on_past", "must be true or false")
     alert_policy(job.start_deadline, job.sla)
@@ -88,6 +93,7 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
         job,
         schedule=schedule,
         tasks=tasks,
+        jitter=jitter,
         retry=validate_retry(job.retry, "retry"),
         tags=_tags(job.tags),
         metadata=_json_object(job.metadata, "metadata"),

@@ -38,6 +38,7 @@ from typing import Any, cast
 
 from tickwork.core.alerts import alert_policy
 from tickwork.core.errors import ValidationError
+from tickwork.core.jitter import check_jitter
 from tickwork.core.model import (
     Callbacks,
     RetryPolicy,
@@ -73,6 +74,7 @@ _JOB_FIELDS = (
     "params",
     "start_deadline",
     "sla",
+    "jitter",
 )
 _TOP_KEYS = frozenset(("name", "schedule", "catchup", "tasks", *_JOB_FIELDS))
 _SCHEDULE_KINDS = frozenset(kind.value for kind in ScheduleKind)
@@ -103,6 +105,7 @@ class WorkflowSpec:
     schedule: Schedule
     tasks: tuple[Task, ...]
     catchup: bool = False
+    jitter: float | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout: float | None = None
     queue: str = "default"
@@ -137,6 +140,7 @@ def parse_workflow(data: object, *, now: datetime | None = None) -> WorkflowSpec
         schedule=schedule,
         tasks=_tasks(data.get("tasks")),
         catchup=_bool(data.get("catchup", False), "catchup"),
+        jitter=check_jitter(data.get("jitter")),
         retry=validate_retry(_retry(data.get("retry", {}), "retry"), "retry"),
         timeout=_number_or_none(data.get("timeout"), "timeout"),
         queue=_str(data.get("queue", "default"), "queue"),

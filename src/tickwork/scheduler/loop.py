@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from tickwork.core.jitter import effective_jitter, spread_fires
 from tickwork.core.model import Job, NewRun, Outcome, TaskRun, TaskRunState
 from tickwork.core.retry import lost_outcome
 from tickwork.core.runs import new_run, skipped_run
@@ -70,6 +71,9 @@ class SchedulerConfig:
     # While a backfill is running, the loop looks again at least this often (seconds), so
     # its next runs start soon after the previous ones end (scheduler/backfills.py).
     backfill_poll: float = 0.2
+    # Seconds over which the cron fires of one instant are spread, for jobs without a jitter
+    # of their own (core/jitter.py: the same offset for the same fire on any scheduler).
+    cron_spread: float = 0.0
 
     def __post_init__(self) -> None:
         if self.window < 0:
@@ -303,6 +307,9 @@ class Scheduler:
     def _plan(self, job: Job, now: datetime, horizon: datetime) -> Materialization:
         assert job.next_fire_at is not None  # due_cron_jobs only returns jobs with one
         plan = plan_ahead(job, now, horizon, max_runs=self._config.batch)
+        fires = [fire for fire, _ in plan.runs]
+        jitter = effective_jitter(job.jitter, self._config.cron_spread)
+        dues = spread_fires(job.name, fires, jitter, plan.new_next) if jitter else fires
         runs: list[NewRun] = [
             new_run(
                 job,
@@ -311,9 +318,10 @@ class Scheduler:
                 now=now,
                 make_id=self._make_id,
                 # Due already: straight to the workers. Due soon: the dispatcher queues it.
-                state=TaskRunState.QUEUED if fire <= now else TaskRunState.SCHEDULED,
+                state=TaskRunState.QUEUED if due <= now else TaskRunState.SCHEDULED,
+                due_at=due,
             )
-            for fire, trigger in plan.runs
+            for (fire, trigger), due in zip(plan.runs, dues, strict=True)
         ]
         runs += [skipped_run(job, f, now=now, make_id=self._make_id) for f in plan.skipped]
         if plan.dropped:

@@ -134,6 +134,8 @@ def job_body(spec: WorkflowSpec) -> JobInput:
     }
     if spec.timeout is not None:
         body["timeout"] = spec.timeout
+    if spec.jitter is not None:
+        body["jitter"] = spec.jitter
     if spec.params.declared:
         body["params"] = {
             "properties": {k: dict(v) for k, v in spec.params.properties.items()},

@@ -121,10 +121,19 @@ class JobOperations:
 
     @operation
     def preview(
-        cron: str, tz: str = "UTC", count: int = 10, after: str | None = None
+        cron: str,
+        tz: str = "UTC",
+        count: int = 10,
+        after: str | None = None,
+        *,
+        jitter: float = 0.0,
+        job: str = "",
     ) -> Call[Fires]:
-        """Fire times of a cron expression, computed by the server. Creates nothing."""
+        """Fire times of a cron expression, and when their runs are due with ``jitter``
+        seconds for the job named ``job``, computed by the server. Creates nothing."""
         params = {"cron": cron, "tz": tz, "count": count, "from": after}
+        if jitter:
+            params |= {"jitter": jitter, "job": job}
         return Call("GET", "/schedule/preview", params=params)
 
 

@@ -90,6 +90,7 @@ class JobInput(TypedDict):
     queue: NotRequired[str]
     priority: NotRequired[int]
     catchup: NotRequired[bool]
+    jitter: NotRequired[float | None]
     tags: NotRequired[list[str]]
     metadata: NotRequired[dict[str, Any]]
     max_active_runs: NotRequired[int | None]
@@ -154,6 +155,7 @@ class JobInfo(TypedDict):
     queue: str
     priority: int
     catchup: bool
+    jitter: float | None
     paused: bool
     tags: list[str]
     metadata: dict[str, Any]
@@ -274,6 +276,7 @@ class Logs(TypedDict):
 class Fire(TypedDict):
     utc: str
     local: str
+    due: str
 
 
 class Fires(TypedDict):

@@ -51,6 +51,7 @@ def scheduler_replica(
         window=settings.window,
         heartbeat_timeout=settings.heartbeat_timeout,
         reap_grace=settings.heartbeat_timeout,
+        cron_spread=settings.cron_spread,
     )
     return ha_scheduler(
         store,

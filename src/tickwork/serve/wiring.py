@@ -405,7 +405,7 @@ async def build_api(process: Process, role: Role) -> None:
     # No wake: the leader polls every second and hands work to the broker ahead of time.
     services = Services(
         store, broker, clock=utcnow, url_guard=url_guard(s).check, cancels=cancels,
-        leader=functools.partial(leader_live, s, store),
+        leader=functools.partial(leader_live, s, store), cron_spread=s.cron_spread,
     )  # fmt: skip
     # `tickwork status` asks the API: the lease is read where the schedulers hold it.
     leases = coordination(process)
@@ -458,7 +458,8 @@ def wire(
         )
     scheduler = Scheduler(
         store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks,
-        config=scheduler_config, listen=listener.run if listener else None,
+        config=scheduler_config or SchedulerConfig(cron_spread=settings.cron_spread),
+        listen=listener.run if listener else None,
     )  # fmt: skip
     pool = WorkerPool(
         store,
@@ -479,8 +480,9 @@ def wire(
         cancels=cancels,
     )
     services = Services(
-        store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels
-    )
+        store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels,
+        cron_spread=settings.cron_spread,
+    )  # fmt: skip
     facts = FactsSource(store, clock)
     health = Health("embedded", dependencies={"database": store.schema_revision})
     return Embedded(

@@ -116,6 +116,7 @@ def job_to_row(job: Job) -> dict[str, Any]:
         "params": params_to_json(job.params),
         "start_deadline": job.start_deadline,
         "sla": job.sla,
+        "jitter": job.jitter,
     }
 
 
@@ -140,6 +141,7 @@ def job_from_row(row: RowMapping, tasks: tuple[Task, ...]) -> Job:
         queue=row["queue"],
         priority=row["priority"],
         catchup=row["catchup"],
+        jitter=row["jitter"],
         paused=row["paused"],
         tags=tuple(row["tags"]),
         metadata=row["metadata"],

@@ -121,6 +121,7 @@ jobs = sa.Table(
     sa.Column("params", sa.JSON),  # the params contract (core.params); null: none
     sa.Column("start_deadline", sa.Float),  # seconds; null: core.alerts' default
     sa.Column("sla", sa.Float),  # seconds; null: none
+    sa.Column("jitter", sa.Float),  # seconds (core.jitter); null: the fleet's cron_spread
 )
 # A name is unique among live jobs only: a deleted job's history keeps its name.
 sa.Index(

@@ -19,6 +19,7 @@ from tickwork.api.schemas.instant import IsoDatetime, IsoInstant
 from tickwork.api.schemas.search import DeadLetterPageRead
 from tickwork.app.services import RUN_STATE_FILTERS
 from tickwork.core.errors import ValidationError
+from tickwork.core.jitter import check_jitter, spread_fires
 from tickwork.core.model import RunState, RunTrigger, ScheduleKind
 from tickwork.ports import JobFilter, RunFilter, TimeWindow
 
@@ -70,7 +71,8 @@ async def upcoming(name: str, services: ServicesDep, count: Count = 10) -> Fires
     """The job's next fire times (none for a `now` job or a finished `at` job)."""
     job = await services.get_job(name)
     fires = await services.upcoming(name, count)
-    return FiresRead.of(fires, job.schedule.timezone)
+    dues = await services.upcoming_due(name, count)
+    return FiresRead.of(fires, job.schedule.timezone, dues[: len(fires)])
 
 
 Instant = Annotated[IsoInstant | None, Query(description="ISO 8601 with an offset.")]
@@ -150,10 +152,19 @@ async def preview(
     tz: Annotated[str, Query(description="IANA zone.")] = "UTC",
     count: Count = 10,
     from_: Annotated[IsoDatetime | None, Query(alias="from", description="Default: now.")] = None,
+    *,
+    jitter: Annotated[
+        float, Query(description="Seconds fires are spread over (a job's jitter).")
+    ] = 0.0,
+    job: Annotated[str, Query(description="The job name the spread is drawn from.")] = "",
 ) -> FiresRead:
-    """The next fire times of a cron expression. Creates nothing."""
+    """The next fire times of a cron expression, and when their runs would be due with a
+    `jitter` for the job named `job`. Creates nothing."""
     try:
         fires = services.preview(cron, tz, count, from_)
+        spread = check_jitter(jitter) or 0.0
+        following = services.preview(cron, tz, 1, fires[-1]) if fires and spread else []
     except ValidationError as e:
         raise ValidationError(_PREVIEW_PARAMS.get(e.field, e.field), e.reason) from None
-    return FiresRead.of(fires, tz)
+    dues = spread_fires(job, fires, spread, following[0] if following else None)
+    return FiresRead.of(fires, tz, dues)

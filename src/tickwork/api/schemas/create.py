@@ -187,6 +187,14 @@ class JobCreate(_Input):
     queue: Text = Field("default", description="Routing label of the workers that run it.")
     priority: Whole = Field(0, description="Higher runs first.")
     catchup: bool = Field(False, description="On restart or resume, run every missed cron fire.")
+    jitter: float | None = Field(
+        None,
+        description=(
+            "Cron only: seconds a fire's run may start after its logical date, the same offset "
+            "every time for the same fire, always before the next fire (null: the fleet's "
+            "cron_spread; 0: on the dot)."
+        ),
+    )
     tags: list[Text] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     max_active_runs: Whole | None = Field(
@@ -222,6 +230,7 @@ class JobCreate(_Input):
             queue=self.queue,
             priority=self.priority,
             catchup=self.catchup,
+            jitter=self.jitter,
             tags=tuple(self.tags),
             metadata=self.metadata,
             max_active_runs=self.max_active_runs,

@@ -93,6 +93,7 @@ class JobRead(_Read):
     queue: str
     priority: int
     catchup: bool
+    jitter: float | None = Field(description="Cron only: seconds fires are spread over.")
     paused: bool
     tags: list[str]
     metadata: dict[str, Any]
@@ -258,14 +259,16 @@ class LogsRead(_Read):
 
 
 class FireRead(BaseModel):
-    """One fire time, in UTC and in the schedule's zone."""
+    """One fire time (the run's logical date), in UTC and in the schedule's zone, and when its
+    run becomes due (later than ``utc`` only with a jitter or the fleet's cron_spread)."""
 
     utc: datetime
     local: datetime
+    due: datetime
 
     @classmethod
-    def of(cls, instant: datetime, zone: ZoneInfo) -> FireRead:
-        return cls(utc=instant, local=instant.astimezone(zone))
+    def of(cls, instant: datetime, zone: ZoneInfo, due: datetime | None = None) -> FireRead:
+        return cls(utc=instant, local=instant.astimezone(zone), due=due or instant)
 
 
 class FiresRead(BaseModel):
@@ -275,9 +278,15 @@ class FiresRead(BaseModel):
     fires: list[FireRead]
 
     @classmethod
-    def of(cls, instants: list[datetime], timezone: str) -> FiresRead:
+    def of(
+        cls, instants: list[datetime], timezone: str, dues: list[datetime] | None = None
+    ) -> FiresRead:
         zone = ZoneInfo(timezone)
-        return cls(timezone=timezone, fires=[FireRead.of(i, zone) for i in instants])
+        dues = dues or instants
+        return cls(
+            timezone=timezone,
+            fires=[FireRead.of(i, zone, d) for i, d in zip(instants, dues, strict=True)],
+        )
 
 
 class HealthRead(BaseModel):

@@ -17,7 +17,7 @@ from tickwork.api.text import Text
 from tickwork.core.errors import ValidationError
 
 #: Fields that may be sent as ``null`` to clear them; the others need a value.
-_NULLABLE = frozenset({"timeout", "max_active_runs", "start_deadline", "sla"})
+_NULLABLE = frozenset({"timeout", "max_active_runs", "start_deadline", "sla", "jitter"})
 #: Fields whose value is taken as sent.
 _PLAIN = frozenset(
     {
@@ -25,6 +25,7 @@ _PLAIN = frozenset(
         "queue",
         "priority",
         "catchup",
+        "jitter",
         "metadata",
         "max_active_runs",
         "depends_on_past",
@@ -50,6 +51,7 @@ class JobUpdate(_Input):
     queue: Text | None = None
     priority: Whole | None = None
     catchup: bool | None = None
+    jitter: float | None = Field(None, description="Cron only; null: the fleet's cron_spread.")
     tags: list[Text] | None = None
     metadata: dict[str, Any] | None = None
     max_active_runs: Whole | None = Field(None, description="null: no limit.")
