@@ -119,6 +119,13 @@ BAD_ADDS: dict[str, tuple[list[str], str]] = {
     ),
     "at in the past": (["--at", "2001-01-01T00:00:00Z", "--", "true"], "error: schedule.at: "),
     "at not a date": (["--at", "tomorrow", "--", "true"], "error: schedule.at: "),
+    "jitter without cron": (["--now", "--jitter", "60", "--", "true"], "error: schedule: "),
+    "negative jitter": (
+        ["--cron", "0 * * * *", "--jitter", "-1", "--", "true"], "error: jitter: must be from 0"
+    ),
+    "jitter over a week": (
+        ["--cron", "0 * * * *", "--jitter", "1e7", "--", "true"], "error: jitter: must be from 0"
+    ),
 }  # fmt: skip
 
 

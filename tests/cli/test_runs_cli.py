@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC, datetime
 
 from tests.cli.conftest import Cli, error_line
+from tickwork.core.jitter import due_at
 from tickwork.core.model import LogChunk
 from tickwork.hooks import CallbackErrorLog
 
@@ -131,12 +133,34 @@ def test_schedule_preview_prints_local_and_utc_without_a_server(cli: Cli) -> Non
         cli.ok(*args, "--count", "2", "--from", "2026-06-05T00:00:00Z", "-o", "json").stdout
     )
     assert data["fires"] == [
-        {"utc": "2026-06-05T13:00:00Z", "local": "2026-06-05T09:00:00-04:00"},
-        {"utc": "2026-06-08T13:00:00Z", "local": "2026-06-08T09:00:00-04:00"},
+        {
+            "utc": "2026-06-05T13:00:00Z",
+            "local": "2026-06-05T09:00:00-04:00",
+            "due": "2026-06-05T13:00:00Z",
+        },
+        {
+            "utc": "2026-06-08T13:00:00Z",
+            "local": "2026-06-08T09:00:00-04:00",
+            "due": "2026-06-08T13:00:00Z",
+        },
     ]
     table = cli.ok(*args, "--count", "3", "--from", "2026-06-05T00:00:00Z").stdout
     assert "Fri 2026-06-05 09:00 EDT" in table and "2026-06-09T13:00:00Z" in table
     assert json.loads(cli.ok("job", "list", "-o", "json").stdout)["jobs"] == []
+
+
+def test_schedule_preview_with_jitter_shows_each_runs_due_instant(cli: Cli) -> None:
+    args = ["schedule", "preview", "*/5 * * * *", "--from", "2026-06-05T00:00:00Z"]
+    spread = [*args, "--count", "3", "--jitter", "600", "--job", "nightly"]
+    fires = json.loads(cli.ok(*spread, "-o", "json").stdout)["fires"]
+    for fire, following in itertools.pairwise(fires):
+        logical = datetime.fromisoformat(fire["utc"])
+        expected = due_at("nightly", logical, 600, datetime.fromisoformat(following["utc"]))
+        assert datetime.fromisoformat(fire["due"]) == expected  # before the next fire
+    table = cli.ok(*spread).stdout
+    assert "due (UTC)" in table and fires[0]["due"] in table
+    bad = error_line(cli(*args, "--jitter", "-5"))
+    assert bad.startswith("error: jitter: must be from 0")
 
 
 def test_schedule_preview_bad_input_is_one_error_line(cli: Cli) -> None:

@@ -98,7 +98,6 @@ def add(
     jitter: Annotated[
         float | None,
         typer.Option(
-            min=0,
             help="Spread each cron fire's start over this many seconds (same offset per fire).",
             show_default="the fleet's cron_spread",
             rich_help_panel=_SCHEDULE,
