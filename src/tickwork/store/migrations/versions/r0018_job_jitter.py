@@ -2,8 +2,8 @@
 
 One nullable float column (``null``: the fleet's ``cron_spread`` applies; see core/jitter.py).
 
-Revision ID: r0017_job_jitter
-Revises: r0016_dashboard_filters
+Revision ID: r0018_job_jitter
+Revises: r0017_run_alerts
 Create Date: 2026-12-01
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "r0017_job_jitter"
-down_revision: str | None = "r0016_dashboard_filters"
+revision: str = "r0018_job_jitter"
+down_revision: str | None = "r0017_run_alerts"
 branch_labels: str | None = None
 depends_on: str | None = None
 
