@@ -36,7 +36,7 @@ from tickwork.cli.render import Col, Markup, ago, strip
 from tickwork.cli.status import warn_if_unserved
 from tickwork.core.alerts import DEFAULT_START_DEADLINE
 from tickwork.sdk import JobInfo, RetryInfo, RunInfo, ScheduleInfo, TaskInfo
-from tickwork.sdk_types import Fire
+from tickwork.sdk.types import Fire
 
 app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
 app.command("why")(why.job_why)  # cli/why.py
