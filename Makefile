@@ -26,8 +26,11 @@ typecheck: $(STAMP)
 services:
 	./scripts/services.sh
 
+# Tests run in TEST_WORKERS processes (pytest-xdist), a test file to a process: most of a
+# test's time is spent waiting on servers and child processes, not on a core.
+TEST_WORKERS ?= 3
 unit: $(STAMP)
-	$(BIN)/pytest -m "not chaos" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not chaos" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # CHAOS_RUNS (default 50000) runs through tests/chaos under a nemesis; report: CHAOS_REPORT.
 chaos: $(STAMP) services
