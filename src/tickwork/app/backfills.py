@@ -32,7 +32,6 @@ from tickwork.ports.backfills import BackfillDate
 #: Dates a dry run lists at most (it counts them all).
 DRY_RUN_LIMIT = 10_000
 #: A backfill of more dates than this is refused: split it.
-MAX_DATES = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +112,6 @@ class BackfillService:
         total = count_dates(job, spec.start, spec.end)
         if total == 0:
             raise ValidationError("from", "the job's schedule has no date in this range")
-        if total > MAX_DATES:
-            raise ValidationError("to", f"{total} dates; at most {MAX_DATES} per backfill")
         now = self._clock()
         backfill = Backfill(
             id=self._make_id(),

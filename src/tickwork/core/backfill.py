@@ -34,6 +34,8 @@ MAX_ACTIVE_LIMIT = 1000
 #: The share of the live workers' slots a backfill may fill; the rest stays for live work.
 DEFAULT_SHARE = 0.5
 MAX_SPAN = timedelta(days=100 * 366)
+#: The most dates one backfill may hold.
+MAX_DATES = 1_000_000
 _EARLIEST, _LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC)
 #: Dates a step looks at, at most (skipped ones included): a step's cost stays bounded.
 STEP_LOOKAHEAD = 500
@@ -212,8 +214,12 @@ def _member(kind: type[_E], value: str, field: str) -> _E:
 
 
 def count_dates(job: Job, start: datetime, end: datetime) -> int:
-    """How many logical dates the job's schedule gives in ``[start, end]``."""
-    return count_fires_in(job.schedule, start - _TICK, end)
+    """How many logical dates the job's schedule gives in ``[start, end]``;
+    ``ValidationError`` (field ``to``) above ``MAX_DATES``, found without counting them all."""
+    total = count_fires_in(job.schedule, start - _TICK, end, cap=MAX_DATES)
+    if total > MAX_DATES:
+        raise ValidationError("to", f"over {MAX_DATES} dates; at most {MAX_DATES} per backfill")
+    return total
 
 
 def next_dates(job: Job, backfill: Backfill, limit: int) -> list[datetime]:

@@ -114,8 +114,12 @@ def latest_fires(
     return newest[-limit:] if limit > 0 else []
 
 
-def count_fires(expr: CronExpr, tz: ZoneInfo, after: datetime, until: datetime) -> int:
-    """How many fires fall in ``(after, until]``, without listing them one by one."""
+def count_fires(
+    expr: CronExpr, tz: ZoneInfo, after: datetime, until: datetime, cap: int | None = None
+) -> int:
+    """How many fires fall in ``(after, until]``, without listing them one by one; with
+    ``cap``, counting stops once the count passes it (a long range of a frequent schedule
+    costs a walk over every day)."""
     spec, after, until = compile_spec(expr.text), _aware(after), _aware(until)
     last_day = _wall(until, tz).date() + 2 * _ONE_DAY
     per_day = len(spec.minutes) * len(spec.hours)
@@ -131,6 +135,8 @@ def count_fires(expr: CronExpr, tz: ZoneInfo, after: datetime, until: datetime) 
             total += per_day  # a whole ordinary day inside the range
         else:
             total += sum(1 for f in _day_fires(spec, tz, day, offset) if after < f <= until)
+        if cap is not None and total > cap:
+            break
     return total
 
 

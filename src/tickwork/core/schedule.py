@@ -289,9 +289,10 @@ def latest_fires_in(s: Schedule, after: datetime, until: datetime, limit: int) -
     return cron.latest_fires(expr, tz, floor, end, limit) if floor < end else []
 
 
-def count_fires_in(s: Schedule, after: datetime, until: datetime) -> int:
-    """How many fires ``fires_in(s, after, until)`` would list, without listing them."""
+def count_fires_in(s: Schedule, after: datetime, until: datetime, cap: int | None = None) -> int:
+    """How many fires ``fires_in(s, after, until)`` would list, without listing them (with
+    ``cap``: any number above it once the count passes it)."""
     expr, tz = _cron_of(s)
     end = until if s.end is None else min(until, s.end)
     floor = _floor(s, after)
-    return cron.count_fires(expr, tz, floor, end) if floor < end else 0
+    return cron.count_fires(expr, tz, floor, end, cap) if floor < end else 0

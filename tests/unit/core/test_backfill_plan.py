@@ -88,6 +88,16 @@ def test_the_fall_back_hour_is_one_date_for_wall_time_and_two_for_elapsed_time()
     assert count_dates(job("0 * * * *"), start, end) == 5  # both 02:00s
 
 
+def test_a_range_over_a_million_dates_is_refused_without_walking_it_all() -> None:
+    # Every minute for 99 years: 52 million dates. Counting stops past the limit (days, not
+    # decades of days), so the refusal is quick enough for an API answer.
+    start, end = datetime(1901, 1, 1, tzinfo=UTC), datetime(2000, 1, 1, tzinfo=UTC)
+    with pytest.raises(ValidationError) as e:
+        count_dates(job("* * * * *"), start, end)
+    assert e.value.field == "to" and "at most 1000000 per backfill" in str(e.value)
+    assert count_dates(job("0 2 * * *", "UTC"), start, end) == 36_159  # daily: under the limit
+
+
 def test_decide_by_reprocess_rule() -> None:
     ok, bad = Existing("r", RunState.SUCCESS), Existing("r", RunState.FAILED)
     running, skipped = Existing("r", RunState.RUNNING), Existing("r", RunState.SKIPPED)
