@@ -7,6 +7,12 @@ ago (``x-stream-offset``): requests made before it subscribed (or while it was c
 first, and it passes on those of the attempts it watches that are younger than ``ttl``; then
 every new request as it is published. A stream is read without taking from it, so every
 listener sees every request.
+
+The stream's offset is a time on the broker's clock, the ``at`` of a request one on the
+publisher's: the listener starts reading ``CLOCK_SKEW`` earlier than ``ttl`` ago, and the
+publisher's ``at`` decides what is young enough. (A RabbitMQ whose Erlang clock lagged the
+host's by 27 s after the host's clock was set showed nothing to a listener reading from
+exactly ``ttl`` ago.)
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from tickwork.ports import TaskKey
 log = logging.getLogger("tickwork.broker.rabbitmq")
 
 RETRY_EVERY = 1.0  # seconds between a cut-off listener's attempts to subscribe again
+#: How far the broker's clock may lag a listener's before requests are missed.
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 class RabbitMQCancelSignals:
@@ -84,7 +92,7 @@ class RabbitMQCancelSignals:
             await channel.set_qos(prefetch_count=100)  # a stream is read with credit
             queue = await channel.get_queue(self._stream, ensure=False)
             since = time.time() - self._ttl
-            offset = datetime.fromtimestamp(math.floor(since), UTC) - timedelta(seconds=1)
+            offset = datetime.fromtimestamp(math.floor(since), UTC) - CLOCK_SKEW
             async with queue.iterator(arguments={"x-stream-offset": offset}) as messages:
                 subscribed = time.time()
                 watched = set(watching())

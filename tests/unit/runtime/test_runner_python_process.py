@@ -116,7 +116,9 @@ async def test_cancel_stops_the_task_and_its_subprocesses(
     attempt = asyncio.create_task(
         run(runner, f"{T}:spawns", {"pidfile": str(pidfile), "new_session": False}, cancel=cancel)
     )
-    await until(pidfile.exists)
+    await until(
+        lambda: pidfile.exists() and pidfile.read_text().strip() != ""
+    )  # written, not just made
     grandchild = int(pidfile.read_text())
     cancel.set()
     result, _ = await attempt
