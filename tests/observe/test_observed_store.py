@@ -134,7 +134,9 @@ async def test_reaper_and_reconciler_finds_are_counted(sqlite_store: Store) -> N
     assert value("tickwork_reaper_recovered_total") == reaped + 1
 
 
-async def test_missed_cron_fires_are_counted(sqlite_store: Store) -> None:
+async def test_missed_cron_fires_are_counted_as_missed_ticks_and_skipped_runs(
+    sqlite_store: Store,
+) -> None:
     store = observed_store(sqlite_store)
     t = now()
     cron = Schedule(kind=ScheduleKind.CRON, cron="* * * * *", timezone="UTC")
@@ -142,8 +144,10 @@ async def test_missed_cron_fires_are_counted(sqlite_store: Store) -> None:
     await store.create_jobs([(job, [])])
     missed = [skipped_run(job, t - timedelta(minutes=m), now=t, make_id=new_id) for m in (1, 2)]
     before = value("tickwork_missed_ticks_total")
+    skipped = value("tickwork_runs_total", outcome="skipped")
     await store.materialize_many([Materialization(job.id, t, t + timedelta(minutes=1), missed)])
     assert value("tickwork_missed_ticks_total") == before + 2
+    assert value("tickwork_runs_total", outcome="skipped") == skipped + 2  # finished as skipped
 
 
 async def test_a_new_epoch_is_an_election_and_a_stale_fence_a_refused_write(
@@ -187,3 +191,34 @@ async def test_every_operation_is_timed_and_outages_counted(
         await gone.close()
     assert value("tickwork_store_operation_seconds_count", op="list_workers") == calls + 2
     assert value("tickwork_store_unavailable_total", op="list_workers") == errors + 1
+
+
+async def test_a_cancel_that_ends_a_run_at_rest_counts_it_once(sqlite_store: Store) -> None:
+    store = observed_store(sqlite_store)
+    t = now()
+    tid = await queued(store, due=t)
+    task_run = await store.get_task_run(tid)
+    assert task_run is not None
+    before = value("tickwork_runs_total", outcome="cancelled")
+
+    assert await store.cancel_run(task_run.run_id, t) == []
+    assert value("tickwork_runs_total", outcome="cancelled") == before + 1
+    await store.cancel_run(task_run.run_id, t)  # already finished: nothing more
+    await store.cancel_task_run(tid, t)
+    assert value("tickwork_runs_total", outcome="cancelled") == before + 1
+
+
+async def test_a_cancel_of_a_running_task_run_leaves_the_count_to_its_worker(
+    sqlite_store: Store,
+) -> None:
+    store = observed_store(sqlite_store)
+    t = now()
+    tid = await queued(store, due=t)
+    await store.claim([(tid, 1)], "w", t)
+    before = value("tickwork_runs_total", outcome="cancelled")
+
+    asked = await store.cancel_task_run(tid, t)
+    assert [tr.id for tr in asked] == [tid]  # only asked to stop: the run is still running
+    assert value("tickwork_runs_total", outcome="cancelled") == before
+    await store.complete([Outcome(tid, 1, TaskRunState.CANCELLED, finished_at=t, started_at=t)])
+    assert value("tickwork_runs_total", outcome="cancelled") == before + 1

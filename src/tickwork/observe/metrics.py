@@ -74,8 +74,8 @@ START_DELAY = Histogram(
 )
 RUNS = Counter(
     "tickwork_runs_total",
-    "Runs finished by the outcome of one of their task runs, by the run's final state: "
-    "success, failed, cancelled, skipped.",
+    "Runs finished, by the run's final state: success, failed, cancelled (also a cancel of a "
+    "run at rest), skipped (missed cron fires recorded as skipped).",
     ["outcome"],
     registry=REGISTRY,
 )

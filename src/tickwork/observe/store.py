@@ -8,7 +8,9 @@ say something about the work itself, read off their arguments and results:
 - ``complete``: attempts finished, by queue and outcome, and how long they ran; the runs
   they finished, by the run's final state;
 - ``mark_queued`` / ``materialize_many``: how late due work was queued (schedule lateness),
-  and the missed cron fires recorded as skipped;
+  and the missed cron fires recorded as skipped (runs finished as ``skipped`` too);
+- ``cancel_run`` / ``cancel_task_run``: a run at rest that a cancel ends is a run finished
+  (``cancelled``), read off the run's state before and after (two reads, on a rare call);
 - ``stale_running``: task runs the reaper found without a live worker;
 - ``queued_task_runs``: task runs the reconciler hands to the broker again;
 - ``acquire_lease``: a new epoch means this process became leader;
@@ -25,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from tickwork.core.errors import StoreUnavailable
-from tickwork.core.model import NewRun, Outcome, RunTrigger, TaskRun, TaskRunState
+from tickwork.core.model import NewRun, Outcome, RunState, RunTrigger, TaskRun, TaskRunState
 from tickwork.observe import metrics as m
 from tickwork.observe import tracing
 from tickwork.ports import Completion, Fenced, Lease, Materialization, RunCopy
@@ -39,6 +41,7 @@ OUTCOMES = {
     TaskRunState.FAILED: "failed",
     TaskRunState.CANCELLED: "cancelled",
 }
+_FINISHED = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED})
 #: Task runs whose queue is remembered between claim and completion; a bound, because a
 #: claim whose completion another process writes (after a failover) is never popped.
 MAX_REMEMBERED = 100_000
@@ -107,6 +110,30 @@ class ObservedStore:
 
         return timed
 
+    # -- runs a cancel ends ---------------------------------------------------------------
+    async def cancel_run(self, run_id: str, now: datetime) -> list[TaskRun]:
+        return await self._ending(run_id, "cancel_run", run_id, now)
+
+    async def cancel_task_run(self, task_run_id: str, now: datetime) -> list[TaskRun]:
+        task_run = await self._store.get_task_run(task_run_id)
+        if task_run is None:  # the store's own NotFound, from the call itself
+            return cast(list[TaskRun], await self._store.cancel_task_run(task_run_id, now))
+        return await self._ending(task_run.run_id, "cancel_task_run", task_run_id, now)
+
+    async def _ending(self, run_id: str, op: str, *args: Any) -> list[TaskRun]:
+        """``op`` timed as any operation, and ``tickwork_runs_total{outcome="cancelled"}``
+        moved if it took the run from unfinished to cancelled. (Running task runs are only
+        asked to stop: their worker's outcome finishes the run, and counts it.)"""
+        before = await self._run_state(run_id)
+        result = cast(list[TaskRun], await self._timed(op, getattr(self._store, op))(*args))
+        if before not in _FINISHED and await self._run_state(run_id) is RunState.CANCELLED:
+            m.RUNS.labels(RunState.CANCELLED.value).inc()
+        return result
+
+    async def _run_state(self, run_id: str) -> RunState | None:
+        found = await self._store.get_run(run_id)
+        return None if found is None else found.run.state
+
     # -- what results tell -------------------------------------------------------------
     def _after_claim(self, claimed: list[TaskRun], _keys: Any, _worker: str, now: datetime) -> None:
         children = self._delay
@@ -162,6 +189,7 @@ class ObservedStore:
         missed = sum(1 for i in items for r in i.runs if r.run.trigger is RunTrigger.MISSED)
         if missed:
             m.MISSED_TICKS.inc(missed)
+            m.RUNS.labels(RunState.SKIPPED.value).inc(missed)  # recorded finished as skipped
 
     def _after_next_due_at(self, _due: Any) -> None:
         m.LAST_PASS.set(time.time())

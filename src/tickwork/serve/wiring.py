@@ -399,8 +399,8 @@ def api_app(
 async def build_api(process: Process, role: Role) -> None:
     """Distributed mode's API: PostgreSQL, with `now` runs and cancels straight to the broker."""
     s = process.settings
-    store = await opened_store(process, s.require_database())
-    broker = distributed_broker(process)
+    opened = await opened_store(process, s.require_database())
+    store, broker = instrumented(s, opened, distributed_broker(process))
     cancels = distributed_cancels(process)
     # No wake: the leader polls every second and hands work to the broker ahead of time.
     services = Services(
