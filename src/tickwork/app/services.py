@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeAlias, TypeVar
 
 from tickwork.app.backfills import BackfillService
+from tickwork.app.checks import check_limit, require_aware
 from tickwork.app.enqueue import MAX_ENQUEUE_BATCH, Enqueued, EnqueueItem, Enqueuer
+from tickwork.app.first_runs import first_runs, job_from, queued_run, refuse_duplicate_names
 from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.ledger import LedgerService
+from tickwork.app.logs import pick_task_run, read_log_page
 from tickwork.app.pools import PoolService
 from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
 from tickwork.app.secrets import check_secret_refs
@@ -25,7 +27,6 @@ from tickwork.core.errors import Conflict, NotFound, ValidationError
 from tickwork.core.jitter import effective_jitter, spread_fires
 from tickwork.core.model import (
     Job,
-    LogChunk,
     NewRun,
     RunDetail,
     RunState,
@@ -36,8 +37,7 @@ from tickwork.core.model import (
     TaskRunState,
 )
 from tickwork.core.params import resolve_params
-from tickwork.core.runs import new_run
-from tickwork.core.schedule import first_fire, upcoming, validate_schedule
+from tickwork.core.schedule import upcoming, validate_schedule
 from tickwork.core.states import RETRYABLE, TERMINAL
 from tickwork.core.validate import validate_job
 from tickwork.ids import new_id
@@ -56,11 +56,6 @@ from tickwork.ports import (
 
 #: What ``list_runs(state=...)`` accepts: a run state, or ``dead`` for dead-lettered runs.
 RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
-
-
-#: Text one log page holds at most (plus one chunk of up to 64 KiB), whatever its ``limit``.
-LOG_PAGE_BYTES = 1024 * 1024
-LOG_READ_BATCH = 64  # chunks read from the store at a time while a page fills
 
 _R = TypeVar("_R")
 #: Renders the response of a write from what it is about to write, as the ``KeyReceipt`` of
@@ -148,7 +143,7 @@ class Services:
             self._plan_job(spec, i, len(specs), now, allow_past) for i, spec in enumerate(specs)
         ]
         jobs = [job for job, _ in items]
-        _refuse_duplicate_names(jobs, len(specs))
+        refuse_duplicate_names(jobs, len(specs))
         await self.check_jobs(jobs)
         await self.store.create_jobs(items, None if receipt is None else receipt(jobs))
         await self._after_create([run for _, runs in items for run in runs])
@@ -172,7 +167,7 @@ class Services:
         self, *, limit: int = 100, after: str | None = None, where: JobFilter | None = None
     ) -> JobPage:
         """Live jobs matching ``where``, by name, ``limit`` at a time, after the name ``after``."""
-        _check_limit(limit, 1000)
+        check_limit(limit, 1000)
         if where is not None and where.schedule_kind not in (None, *ScheduleKind):
             kinds = ", ".join(ScheduleKind)
             raise ValidationError("schedule_kind", f"must be one of {kinds}")
@@ -196,7 +191,7 @@ class Services:
         job, rescheduled = changed_job(current, changes, now, allow_past=allow_past)
         runs: list[NewRun] = []
         if rescheduled:
-            job, runs = self._first_runs(job, now)
+            job, runs = first_runs(job, now, self._make_id)
         await self.check_jobs([job])
         if not await self.store.update_job(job, current.updated_at, rescheduled, runs):
             raise Conflict("job", f"job {name!r} changed meanwhile; read it again and retry")
@@ -242,8 +237,8 @@ class Services:
             check(job)
         job = with_params(job, resolve_params(job.params, params))
         now = self._clock()
-        _require_aware(logical_date, "logical_date")
-        nr = self._queued_run(job, logical_date or now, RunTrigger.MANUAL, now)
+        require_aware(logical_date, "logical_date")
+        nr = queued_run(job, logical_date or now, RunTrigger.MANUAL, now, self._make_id)
         created = RunDetail(run=nr.run, task_runs=nr.task_runs, attempts=())
         await self.store.create_runs([nr], None if receipt is None else receipt(created))
         await self._publish(nr.task_runs)
@@ -264,13 +259,13 @@ class Services:
         ``batch`` is false). ``receipt`` (see ``Receipt``) is given the runs' ids. ``check``
         is called with the job before anything is planned (the caller's permission check).
         """
-        _check_limit(len(items), MAX_ENQUEUE_BATCH, "items")
+        check_limit(len(items), MAX_ENQUEUE_BATCH, "items")
         prefix = "items" if batch else None
         return await self._enqueuer.enqueue(name, items, receipt, prefix, check)
 
     async def upcoming(self, name: str, count: int = 10) -> list[datetime]:
         """The next ``count`` fire times of a job, in UTC (none for a ``now`` job)."""
-        _check_limit(count, 1000, "count")
+        check_limit(count, 1000, "count")
         job = await self.get_job(name)
         if job.schedule.kind is ScheduleKind.CRON:
             if job.next_fire_at is None:
@@ -299,8 +294,8 @@ class Services:
 
         Errors name the parameters: ``cron``, ``timezone``, ``count``, ``after``.
         """
-        _check_limit(count, 1000, "count")
-        _require_aware(after, "after")
+        check_limit(count, 1000, "count")
+        require_aware(after, "after")
         start = after or self._clock()
         try:
             schedule = validate_schedule(
@@ -325,13 +320,13 @@ class Services:
         """Runs newest first; ``job`` is a job name, ``state`` a run state or ``dead``,
         ``window`` bounds the logical date and the start time, ``also`` the trigger and a
         tag of the job."""
-        _check_limit(limit, 1000)
+        check_limit(limit, 1000)
         if state is not None and state not in RUN_STATE_FILTERS:
             raise ValidationError("state", f"must be one of {', '.join(RUN_STATE_FILTERS)}")
         if also is not None and also.trigger not in (None, *RunTrigger):
             raise ValidationError("trigger", f"must be one of {', '.join(RunTrigger)}")
         for name in TimeWindow.__slots__:
-            _require_aware(getattr(window, name, None), name)
+            require_aware(getattr(window, name, None), name)
         job_id = await self._history_job_id(job) if job is not None else None
         return await self.store.list_runs(
             job_id=job_id, state=state, limit=limit, cursor=cursor, window=window, also=also
@@ -341,7 +336,7 @@ class Services:
         self, *, job: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> DeadLetterPage:
         """Task runs that failed their last attempt, newest first; replay with ``retry_run``."""
-        _check_limit(limit, 1000)
+        check_limit(limit, 1000)
         job_id = (await self.get_job(job)).id if job is not None else None
         return await self.store.dead_letters(job_id=job_id, limit=limit, cursor=cursor)
 
@@ -423,10 +418,10 @@ class Services:
 
         ``task`` names the task; it may be left out when the run has a single task.
         """
-        _check_limit(limit, 10_000)
+        check_limit(limit, 10_000)
         detail = await self.get_run(run_id)
-        task_run = _pick_task_run(detail, task)
-        chunks = await self._log_page(task_run.id, after_seq, limit)
+        task_run = pick_task_run(detail, task)
+        chunks = await read_log_page(self.store, task_run.id, after_seq, limit)
         return LogPage(
             run_id=run_id,
             task_run_id=task_run.id,
@@ -434,26 +429,6 @@ class Services:
             next_after_seq=chunks[-1].seq if chunks else after_seq,
             run_state=detail.run.state,
         )
-
-    async def _log_page(self, task_run_id: str, after_seq: int, limit: int) -> list[LogChunk]:
-        """Up to ``limit`` chunks, and no more than ``LOG_PAGE_BYTES`` of text (one chunk, of
-        at most 64 KiB, may cross it): read a few chunks at a time, so a page of huge chunks
-        never sits whole in memory."""
-        chunks: list[LogChunk] = []
-        size = 0
-        while len(chunks) < limit and size < LOG_PAGE_BYTES:
-            batch = await self.store.read_logs(
-                task_run_id, after_seq=after_seq, limit=min(limit - len(chunks), LOG_READ_BATCH)
-            )
-            for chunk in batch:
-                chunks.append(chunk)
-                size += len(chunk.data)
-                if size >= LOG_PAGE_BYTES:
-                    break
-            if len(batch) < LOG_READ_BATCH or not batch:
-                break
-            after_seq = chunks[-1].seq
-        return chunks
 
     async def ready(self) -> bool:
         """Whether the store answers (one primary-key read)."""
@@ -477,64 +452,12 @@ class Services:
         self, spec: JobSpec, index: int, total: int, now: datetime, allow_past: bool
     ) -> tuple[Job, list[NewRun]]:
         try:
-            job = validate_job(self._job_from(spec, now), now, allow_past=allow_past)
+            job = validate_job(job_from(spec, now, self._make_id), now, allow_past=allow_past)
         except ValidationError as e:
             if total == 1:
                 raise
             raise ValidationError(f"jobs[{index}].{e.field}", e.reason) from None
-        return self._first_runs(job, now)
-
-    def _job_from(self, spec: JobSpec, now: datetime) -> Job:
-        return Job(
-            id=self._make_id(),
-            name=spec.name,
-            schedule=spec.schedule,
-            tasks=spec.tasks,
-            created_at=now,
-            updated_at=now,
-            retry=spec.retry,
-            timeout=spec.timeout,
-            queue=spec.queue,
-            priority=spec.priority,
-            catchup=spec.catchup,
-            jitter=spec.jitter,
-            tags=spec.tags,
-            metadata=spec.metadata,
-            max_active_runs=spec.max_active_runs,
-            depends_on_past=spec.depends_on_past,
-            callbacks=spec.callbacks,
-            params=spec.params,
-            start_deadline=spec.start_deadline,
-            sla=spec.sla,
-        )
-
-    def _first_runs(self, job: Job, now: datetime) -> tuple[Job, list[NewRun]]:
-        kind = job.schedule.kind
-        if kind is ScheduleKind.CRON:
-            return replace(job, next_fire_at=first_fire(job.schedule, now)), []
-        if kind is ScheduleKind.NOW:
-            return job, [self._queued_run(job, now, RunTrigger.SCHEDULE, now)]
-        at = job.schedule.at
-        assert at is not None  # validate_job guarantees an instant for `at` jobs
-        scheduled = new_run(
-            job, at, trigger=RunTrigger.SCHEDULE, now=now, make_id=self._make_id, due_at=at
-        )
-        return job, [scheduled]
-
-    def _queued_run(
-        self, job: Job, logical_date: datetime, trigger: RunTrigger, now: datetime
-    ) -> NewRun:
-        # Immediate runs bypass the scheduler: their task runs are stored queued and published
-        # right after the commit (the reconciler re-sends them if the process dies in between).
-        return new_run(
-            job,
-            logical_date,
-            trigger=trigger,
-            now=now,
-            make_id=self._make_id,
-            state=TaskRunState.QUEUED,
-            due_at=now,
-        )
+        return first_runs(job, now, self._make_id)
 
     async def _after_create(self, runs: Sequence[NewRun]) -> None:
         await self._publish([tr for nr in runs for tr in nr.task_runs])
@@ -573,32 +496,3 @@ class Services:
     async def _at_run_pending(self, job: Job) -> bool:
         page = await self.store.list_runs(job_id=job.id, limit=1)
         return any(run.state is RunState.SCHEDULED for run in page.runs)
-
-
-def _refuse_duplicate_names(jobs: Sequence[Job], total: int) -> None:
-    seen: set[str] = set()
-    for i, job in enumerate(jobs):
-        if job.name in seen:
-            where = f"jobs[{i}].name" if total > 1 else "name"
-            raise Conflict(where, f"the name {job.name!r} appears twice in this batch")
-        seen.add(job.name)
-
-
-def _pick_task_run(detail: RunDetail, task: str | None) -> TaskRun:
-    if task is None and len(detail.task_runs) == 1:
-        return detail.task_runs[0]
-    names = [tr.task_name for tr in detail.task_runs]
-    for tr in detail.task_runs:
-        if tr.task_name == task:
-            return tr
-    raise ValidationError("task", f"name one of the run's tasks: {', '.join(names)}")
-
-
-def _check_limit(value: int, maximum: int, name: str = "limit") -> None:
-    if not 1 <= value <= maximum:
-        raise ValidationError(name, f"must be between 1 and {maximum}")
-
-
-def _require_aware(value: datetime | None, name: str) -> None:
-    if value is not None and value.utcoffset() is None:
-        raise ValidationError(name, "must include a UTC offset, e.g. 2026-12-01T10:00:00Z")
