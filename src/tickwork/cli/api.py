@@ -58,7 +58,8 @@ def api(
     # Imported here, not at the top: every client command loads the CLI, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.
     from tickwork.serve.api import refusal
-    from tickwork.serve.wiring import build_read_api, run_process
+    from tickwork.serve.process import run_process
+    from tickwork.serve.wiring import build_read_api
 
     why = refusal(role.value)
     if why is not None:
@@ -75,7 +76,8 @@ def _serve_distributed(ctx: typer.Context, role: ApiRole, settings: Settings) ->
         port=settings.port,
         log_format=settings.log_format,
     )
-    from tickwork.serve.wiring import build_api, run_process
+    from tickwork.serve.process import run_process
+    from tickwork.serve.wiring import build_api
 
     with reported_errors():
         run_process(settings, lambda process: build_api(process, role.value))

@@ -38,7 +38,8 @@ def scheduler(
     """Run a scheduler replica: replicas elect one leader; the others stand by."""
     settings = cluster_settings(ctx, log_format=format_of(log_format), metrics_port=metrics_port)
     from tickwork.runtime.targets import import_from_cwd
-    from tickwork.serve.wiring import build_scheduler, run_process
+    from tickwork.serve.process import run_process
+    from tickwork.serve.wiring import build_scheduler
 
     import_from_cwd()  # python callbacks of the project the scheduler is started in
 
@@ -91,7 +92,8 @@ def worker(
         metrics_port=metrics_port,
     )
     from tickwork.runtime.targets import import_from_cwd
-    from tickwork.serve.wiring import build_worker, run_process
+    from tickwork.serve.process import run_process
+    from tickwork.serve.wiring import build_worker
 
     import_from_cwd()  # python tasks of the project the worker is started in
 

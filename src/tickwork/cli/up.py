@@ -83,7 +83,8 @@ def up(
     # Imported here, not at the top: every client command loads this module, and the server
     # stack (FastAPI, SQLAlchemy, uvicorn) would add about a second to each of them.
     from tickwork.runtime.targets import import_from_cwd
-    from tickwork.serve.wiring import build_embedded, run_process
+    from tickwork.serve.process import run_process
+    from tickwork.serve.wiring import build_embedded
 
     import_from_cwd()  # python tasks of the project tickwork is started in
 

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from tickwork.app.settings import Settings
-from tickwork.serve.wiring import LoopEnded, Process, serve
+from tickwork.serve.process import LoopEnded, Process, serve
 
 
 async def test_stop_runs_the_stop_steps_in_order_then_closes_in_reverse() -> None:
