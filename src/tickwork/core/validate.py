@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from tickwork.core.alerts import alert_policy
 from tickwork.core.dag import cycle_error, find_cycle
@@ -30,33 +28,27 @@ from tickwork.core.params import validate_contract
 from tickwork.core.refs import RESULT_REF
 from tickwork.core.retry import validate_retry
 from tickwork.core.schedule import validate_schedule
-from tickwork.core.secret_refs import is_secret_ref
+from tickwork.core.task_config import (
+    check_headers,
+    check_timeout,
+    check_url_auth,
+    is_http_url,
+    is_int,
+    json_object,
+    python_config,
+    task_config,
+)
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
 #: A job, task or pool name, for JSON Schema (``^…$``: JSON Schema patterns are unanchored).
 NAME_PATTERN = rf"^{_NAME.pattern}$"
 _QUEUE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
-_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_TARGET = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}", re.ASCII)
-_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-_KEYS = {
-    TaskKind.SHELL: ("argv", "command", "shell", "env", "cwd", "log_max_bytes"),
-    TaskKind.HTTP: ("method", "url", "url_auth", "headers", "body", "log_max_bytes"),
-    TaskKind.PYTHON: ("target", "kwargs", "log_max_bytes"),
-}
-# Bounds of a task's log cap (config.log_max_bytes; the worker's default is 16 MiB).
-_LOG_MAX_BYTES = (4096, 1024 * 1024 * 1024)
-_MAX_TIMEOUT = 7 * 24 * 3600.0
 _MAX_TAGS, _MAX_TAG = 32, 64
-_MAX_DEPTH = 64  # nesting of JSON values; deeper is refused rather than recursed into
 _TRIGGER_RULES = frozenset(rule.value for rule in TriggerRule)
 _EVENTS = frozenset(event.value for event in CallbackEvent)
 _CALLBACK_KEYS = {TaskKind.HTTP: ("url", "url_auth", "headers"), TaskKind.PYTHON: ("target",)}
 MAX_SLOTS = 1_000_000
 _MAX_DESCRIPTION = 1000
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}", re.ASCII)
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}", re.ASCII)
-_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]{0,8192}", re.ASCII)
 
 
 def validate_job_name(name: str, field: str = "name") -> str:
@@ -76,7 +68,7 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
     validate_job_name(job.name)
     schedule = validate_schedule(job.schedule, now, allow_past=allow_past)
     tasks = validate_tasks(job.tasks)
-    _timeout(job.timeout, "timeout")
+    check_timeout(job.timeout, "timeout")
     if not isinstance(job.queue, str) or not _QUEUE.fullmatch(job.queue):
         raise ValidationError(
             "queue", f"{job.queue!r} is not a queue name; use 1-64 of a-z, 0-9, '_' or '-'"
@@ -96,7 +88,7 @@ def validate_job(job: Job, now: datetime, *, allow_past: bool = False) -> Job:
         jitter=jitter,
         retry=validate_retry(job.retry, "retry"),
         tags=_tags(job.tags),
-        metadata=_json_object(job.metadata, "metadata"),
+        metadata=json_object(job.metadata, "metadata"),
         callbacks=validate_callbacks(job.callbacks, "callbacks"),
         params=validate_contract(job.params, _stored_kwargs(tasks)),
         start_deadline=_float_or_none(job.start_deadline),
@@ -132,7 +124,7 @@ def validate_max_active_runs(value: object, field: str = "max_active_runs") -> i
 def validate_pool(pool: Pool) -> Pool:
     """A pool's name (as a job name), its slots (1 to a million) and a short description."""
     validate_job_name(pool.name)
-    if not _is_int(pool.slots) or not 1 <= pool.slots <= MAX_SLOTS:
+    if not is_int(pool.slots) or not 1 <= pool.slots <= MAX_SLOTS:
         raise ValidationError("slots", f"must be a whole number from 1 to {MAX_SLOTS}")
     if not isinstance(pool.description, str) or len(pool.description) > _MAX_DESCRIPTION:
         raise ValidationError(
@@ -219,18 +211,18 @@ def validate_task(task: Task, field: str = "tasks[0]") -> Task:
         raise ValidationError(
             f"{field}.kind", f"{task.kind!r} is not a task kind; use shell, http or python"
         ) from None
-    config = _config(task.config, kind, f"{field}.config")
+    config = task_config(task.config, kind, f"{field}.config")
     upstream = task.upstream
     if isinstance(upstream, str) or not all(isinstance(u, str) for u in upstream):
         raise ValidationError(f"{field}.upstream", "must be a list of task names")
-    _timeout(task.timeout, f"{field}.timeout")
+    check_timeout(task.timeout, f"{field}.timeout")
     retry = None if task.retry is None else validate_retry(task.retry, f"{field}.retry")
     rule = _trigger_rule(task.trigger_rule, f"{field}.trigger_rule")
     if task.priority is not None:
         _priority(task.priority, f"{field}.priority")
     if task.pool is not None:
         validate_job_name(task.pool, f"{field}.pool")
-    if not _is_int(task.pool_slots) or not 1 <= task.pool_slots <= MAX_SLOTS:
+    if not is_int(task.pool_slots) or not 1 <= task.pool_slots <= MAX_SLOTS:
         raise ValidationError(f"{field}.pool_slots", "must be a whole number of 1 or more")
     return replace(
         task,
@@ -287,16 +279,16 @@ def _callback(hook: object, field: str) -> Callback:
                 f"{field}.{key}", f"is not a {kind} callback setting; use {', '.join(allowed)}"
             )
     if kind is TaskKind.PYTHON:
-        return Callback(kind=kind, config=_python(config, field))
+        return Callback(kind=kind, config=python_config(config, field))
     url = config.get("url")
-    if not isinstance(url, str) or not _http_url(url):
+    if not isinstance(url, str) or not is_http_url(url):
         raise ValidationError(
             f"{field}.url",
             "must be an http:// or https:// URL with a host, such as https://example.org/hook",
         )
-    _url_auth(config, url, field)
+    check_url_auth(config, url, field)
     if "headers" in config:
-        _headers(config["headers"], f"{field}.headers")
+        check_headers(config["headers"], f"{field}.headers")
         config["headers"] = dict(config["headers"])
     return Callback(kind=kind, config=config)
 
@@ -323,170 +315,6 @@ def _trigger_rule(rule: object, field: str) -> TriggerRule:
     raise ValidationError(field, f"{rule!r} is not a trigger rule; use {', '.join(TriggerRule)}")
 
 
-def _config(config: object, kind: TaskKind, field: str) -> dict[str, Any]:
-    if not isinstance(config, Mapping):
-        raise ValidationError(field, f"must be an object of {kind} settings")
-    allowed = _KEYS[kind]
-    for key in config:
-        if key not in allowed:
-            raise ValidationError(
-                f"{field}.{key}", f"is not a {kind} setting; use {', '.join(allowed)}"
-            )
-    cap = config.get("log_max_bytes")
-    low, high = _LOG_MAX_BYTES
-    if cap is not None and (not _is_int(cap) or not low <= cap <= high):
-        raise ValidationError(
-            f"{field}.log_max_bytes", f"must be a whole number of bytes from {low} to {high}"
-        )
-    checks = {TaskKind.SHELL: _shell, TaskKind.HTTP: _http, TaskKind.PYTHON: _python}
-    return checks[kind](dict(config), field)
-
-
-def _shell(config: dict[str, Any], field: str) -> dict[str, Any]:
-    argv, command, shell = config.get("argv"), config.get("command"), config.get("shell", False)
-    if not isinstance(shell, bool):
-        raise ValidationError(f"{field}.shell", "must be true or false")
-    if argv is not None and command is not None:
-        raise ValidationError(field, "give either argv or command (with shell: true), not both")
-    if shell:
-        if not isinstance(command, str) or not command.strip():
-            raise ValidationError(f"{field}.command", "shell: true needs a non-empty command")
-    elif command is not None:
-        raise ValidationError(
-            f"{field}.shell", "a command string runs only with shell: true; or give argv"
-        )
-    elif not _str_list(argv):
-        raise ValidationError(
-            f"{field}.argv", "must be a non-empty list of strings such as ['pg_dump', 'db']"
-        )
-    if "env" in config:
-        _env(config["env"], f"{field}.env")
-    if argv is not None and any("\0" in arg for arg in argv):
-        raise ValidationError(f"{field}.argv", "may not hold a NUL character")
-    if "cwd" in config and (not isinstance(config["cwd"], str) or not config["cwd"]):
-        raise ValidationError(f"{field}.cwd", "must be a directory path")
-    if argv is not None:
-        config["argv"] = list(argv)
-    return config
-
-
-def _http(config: dict[str, Any], field: str) -> dict[str, Any]:
-    method = config.get("method", "GET")
-    if not isinstance(method, str) or method.upper() not in _METHODS:
-        raise ValidationError(f"{field}.method", f"{method!r} is not one of {', '.join(_METHODS)}")
-    config["method"] = method.upper()
-    url = config.get("url")
-    if not isinstance(url, str) or not _http_url(url):
-        raise ValidationError(
-            f"{field}.url",
-            "must be an http:// or https:// URL with a host, such as https://example.org/hook",
-        )
-    _url_auth(config, url, field)
-    if "headers" in config:
-        _headers(config["headers"], f"{field}.headers")
-    if "body" in config and not isinstance(config["body"], str):
-        _json_value(config["body"], f"{field}.body", 0)
-    return config
-
-
-def _url_auth(config: Mapping[str, Any], url: str, field: str) -> None:
-    """``url_auth``: the URL's userinfo (``user:password``) as a secret reference, resolved
-    where the request is sent; never a literal (that would be stored and shown)."""
-    if "url_auth" not in config:
-        return
-    if not is_secret_ref(config["url_auth"]):
-        raise ValidationError(
-            f"{field}.url_auth",
-            'must be {"$secret": NAME}, a secret holding user:password (tickwork secret set)',
-        )
-    if urlsplit(url).username is not None:
-        raise ValidationError(
-            f"{field}.url", "holds user:password@ and url_auth is given too; keep one (url_auth)"
-        )
-
-
-def _http_url(url: str) -> bool:
-    try:
-        parts = urlsplit(url)
-        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-    except ValueError:  # a malformed port or IPv6 literal
-        return False
-
-
-def _python(config: dict[str, Any], field: str) -> dict[str, Any]:
-    target = config.get("target")
-    if not isinstance(target, str) or not _TARGET.fullmatch(target):
-        raise ValidationError(
-            f"{field}.target", "must be an import path such as 'mypkg.tasks:hello'"
-        )
-    if "kwargs" in config:
-        config["kwargs"] = _json_object(config["kwargs"], f"{field}.kwargs")
-    return config
-
-
-# -- values ----------------------------------------------------------------------------------
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _timeout(value: object, field: str) -> None:
-    if value is None:
-        return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 < value <= _MAX_TIMEOUT
-    ):
-        raise ValidationError(field, "must be a number of seconds above 0 and at most 7 days")
-
-
-def _str_list(value: object) -> bool:
-    return (
-        isinstance(value, list | tuple)
-        and bool(value)
-        and all(isinstance(v, str) for v in value)
-        and bool(value[0])
-    )
-
-
-def _str_map(value: object, field: str, *, allow_refs: bool = False) -> None:
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and (isinstance(v, str) or (allow_refs and is_secret_ref(v)))
-        for k, v in value.items()
-    ):
-        raise ValidationError(field, "must map names to string values")
-
-
-def _env(value: object, field: str) -> None:
-    """Environment variables: the OS refuses a name with ``=`` or NUL, or an empty one, and
-    a value with NUL; refused here, on save, rather than by the runner later."""
-    _str_map(value, field, allow_refs=True)
-    assert isinstance(value, Mapping)
-    for name, text in value.items():
-        if not _ENV_NAME.fullmatch(name):
-            raise ValidationError(
-                f"{field}.{name}", "is not an environment variable name; use A-Z, a-z, 0-9, _"
-            )
-        if isinstance(text, str) and "\0" in text:
-            raise ValidationError(f"{field}.{name}", "may not hold a NUL character")
-
-
-def _headers(value: object, field: str, *, refs: bool = True) -> None:
-    """HTTP headers: names are RFC 9110 tokens, values visible ASCII (and spaces/tabs), so a
-    header can never be split or fail to encode when the request is sent."""
-    _str_map(value, field, allow_refs=refs)
-    assert isinstance(value, Mapping)
-    for name, text in value.items():
-        if not _TOKEN.fullmatch(name):
-            raise ValidationError(f"{field}.{name}", "is not a header name (RFC 9110 token)")
-        if isinstance(text, str) and not _HEADER_VALUE.fullmatch(text):
-            raise ValidationError(
-                f"{field}.{name}", "must be visible ASCII text (no line breaks or non-ASCII)"
-            )
-
-
 def _tags(tags: object) -> tuple[str, ...]:
     if isinstance(tags, str) or not isinstance(tags, Sequence):
         raise ValidationError("tags", "must be a list of strings")
@@ -496,34 +324,3 @@ def _tags(tags: object) -> tuple[str, ...]:
         if not isinstance(tag, str) or not 0 < len(tag) <= _MAX_TAG:
             raise ValidationError(f"tags[{i}]", f"must be a string of 1-{_MAX_TAG} characters")
     return tuple(tags)
-
-
-def _json_object(value: object, field: str) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValidationError(field, "must be a JSON object (string keys)")
-    _json_value(value, field, 0)
-    return dict(value)
-
-
-def _json_value(value: object, field: str, depth: int) -> None:
-    if depth > _MAX_DEPTH:
-        raise ValidationError(field, f"nests deeper than {_MAX_DEPTH} levels; flatten it")
-    if value is None or isinstance(value, str | bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValidationError(field, "must hold finite numbers only (no NaN or Infinity)")
-        return
-    if isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _json_value(item, f"{field}[{i}]", depth + 1)
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValidationError(field, f"key {key!r} must be a string (JSON objects)")
-            _json_value(item, f"{field}.{key}", depth + 1)
-        return
-    raise ValidationError(
-        field, f"a {type(value).__name__} is not JSON; use strings, numbers, lists or objects"
-    )
