@@ -10,9 +10,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from tickwork.core.errors import StoreUnavailable
-from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun, TaskRunState
-from tickwork.core.results import MAX_RESULT_BYTES, ResultTooLarge, encode_result, resolve_results
-from tickwork.core.retry import failure_outcome
+from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun
+from tickwork.core.results import MAX_RESULT_BYTES, resolve_results
 from tickwork.hooks import Hooks, LogTail
 from tickwork.ports import (
     Broker,
@@ -29,6 +28,7 @@ from tickwork.runtime.retry import through_outages
 from tickwork.runtime.slots import Slots
 from tickwork.runtime.supervisor import supervise
 from tickwork.worker.logs import TaskLog, log_max_bytes
+from tickwork.worker.outcomes import outcome_of
 
 log = logging.getLogger("tickwork.worker")
 
@@ -364,52 +364,11 @@ class WorkerPool:
             return RunResult(ok=False, error=f"runner crashed: {exc!r}")
 
     def _outcome(self, task_run: TaskRun, result: RunResult, started: datetime) -> Outcome:
-        now = self._clock()
-        if result.ok:
-            try:
-                encoded = encode_result(result.result, self._config.max_result_bytes)
-            except ResultTooLarge as exc:
-                result = RunResult(ok=False, error=str(exc))
-            except (TypeError, ValueError):  # not JSON: logged by the runner, not passed on
-                encoded = None
-        if result.ok:
-            done = self._finished(task_run, TaskRunState.SUCCESS, started, now)
-            return replace(done, result=encoded, exit_code=result.exit_code)
-        if result.cancelled and not task_run.cancel_requested:
-            # Interrupted by our own shutdown, not by a user: give it back without judgement.
-            return self._finished(
-                task_run, TaskRunState.UP_FOR_RETRY, started, now, "interrupted by worker shutdown"
-            )
-        if result.cancelled:
-            return self._finished(task_run, TaskRunState.CANCELLED, started, now, "cancelled")
-        return failure_outcome(
-            task_run,
-            now=now,
-            rand=self._rand(),
-            error=result.error or ("timed out" if result.timed_out else "failed"),
-            exit_code=result.exit_code,
-            started_at=started,
-            worker_id=self._config.worker_id,
-        )
-
-    def _finished(
-        self,
-        task_run: TaskRun,
-        state: TaskRunState,
-        started: datetime,
-        now: datetime,
-        error: str | None = None,
-    ) -> Outcome:
-        return Outcome(
-            task_run_id=task_run.id,
-            attempt=task_run.attempt,
-            state=state,
-            finished_at=now,
-            started_at=started,
-            retry_at=now if state is TaskRunState.UP_FOR_RETRY else None,
-            error=error,
-            worker_id=self._config.worker_id,
-        )
+        config = self._config
+        return outcome_of(
+            task_run, result, started=started, now=self._clock(), rand=self._rand,
+            worker_id=config.worker_id, max_result_bytes=config.max_result_bytes,
+        )  # fmt: skip
 
     # -- heartbeats, cancellation and batched writes -----------------------------------
     async def _heartbeat_loop(self) -> None:
