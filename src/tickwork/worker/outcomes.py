@@ -27,13 +27,9 @@ def outcome_of(
     max_result_bytes: int = MAX_RESULT_BYTES,
 ) -> Outcome:
     """The outcome of ``task_run``'s attempt that started at ``started`` and ended ``now``."""
+    encoded = None
     if result.ok:
-        try:
-            encoded = encode_result(result.result, max_result_bytes)
-        except ResultTooLarge as exc:
-            result = RunResult(ok=False, error=str(exc))
-        except (TypeError, ValueError):  # not JSON: logged by the runner, not passed on
-            encoded = None
+        result, encoded = _encoded(result, max_result_bytes)
     if result.ok:
         done = finished(
             task_run, TaskRunState.SUCCESS, started=started, now=now, worker_id=worker_id
@@ -59,6 +55,16 @@ def outcome_of(
         started_at=started,
         worker_id=worker_id,
     )
+
+
+def _encoded(result: RunResult, max_result_bytes: int) -> tuple[RunResult, str | None]:
+    """A successful result with its JSON text, or a failed one when it is too large."""
+    try:
+        return result, encode_result(result.result, max_result_bytes)
+    except ResultTooLarge as exc:
+        return RunResult(ok=False, error=str(exc)), None
+    except (TypeError, ValueError):  # not JSON: logged by the runner, not passed on
+        return result, None
 
 
 def finished(
