@@ -12,8 +12,6 @@ its stop step with ``process.on_stop``; its setting is a field of ``Settings``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import logging
 import os
@@ -21,10 +19,9 @@ import random
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx2
-import uvicorn
 from fastapi import FastAPI
 
 from tickwork.api.app import Role, create_app
@@ -37,7 +34,7 @@ from tickwork.broker.signals import MemoryCancelSignals
 from tickwork.coordination import open_leases
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import TaskKind
-from tickwork.dashboard import end_streams_on_exit, with_dashboard
+from tickwork.dashboard import with_dashboard
 from tickwork.hooks import CallbackErrorLog, Hooks
 from tickwork.ids import new_id
 from tickwork.observe import metrics
@@ -75,10 +72,10 @@ from tickwork.serve.embedded import (
     recover_orphans,
     wake_if_needed,
 )
+from tickwork.serve.http import http_api, probes
 from tickwork.serve.observed import (
     broker_check,
     job_label,
-    probe_server,
     process_info,
     registry_beats,
     stop_registration,
@@ -187,15 +184,6 @@ def runners(process: Process, guard: UrlGuard) -> Mapping[TaskKind, Runner]:
     return built
 
 
-class QuietServer(uvicorn.Server):
-    """uvicorn without its own signal handling: signals belong to the process (see
-    ``_handle_signals``), whose stop steps shut this server down in their turn."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Any:
-        yield
-
-
 def coordination(process: Process) -> LeaseStore | None:
     """The lease store of etcd or ZooKeeper (``coordination_url``); None: PostgreSQL's."""
     if not process.settings.coordination_url:
@@ -209,49 +197,6 @@ async def register(process: Process, store: Store, info: WorkerInfo) -> None:
     """This process in the registry (`tickwork status`), marked stopped at exit."""
     await through_outages("register", lambda: store.register_worker(info))
     process.on_close(stop_registration, store, info.id)
-
-
-def probes(process: Process, health: Health, endpoint: MetricsEndpoint) -> None:
-    """``/metrics``, ``/livez`` and ``/readyz`` on ``metrics_port`` (0: not served)."""
-    s = process.settings
-    if not s.metrics_port:
-        return
-    server = QuietServer(probe_server(s.metrics_host, s.metrics_port, health, endpoint).config)
-    serve_http(process, "probes", server)
-    where = f"http://{s.metrics_host}:{s.metrics_port}"
-    log.info("metrics and probes: %s/metrics, /livez, /readyz", where)
-
-
-def serve_http(process: Process, name: str, server: uvicorn.Server) -> None:
-    """Run ``server`` as a loop of the process; the first stop steps stop it."""
-    served = asyncio.Event()
-
-    async def run() -> None:
-        try:
-            await server.serve()
-        finally:
-            served.set()
-
-    async def stop_serving() -> None:
-        server.should_exit = True
-        await served.wait()
-
-    process.loop(name, run())
-    process.on_stop(stop_serving, first=True)
-
-
-def http_api(process: Process, app: FastAPI, what: str = "tickwork") -> None:
-    """Serve ``app`` on ``host:port``; the first stop step stops serving (no new requests
-    while running tasks drain)."""
-    s = process.settings
-    config = uvicorn.Config(
-        app, host=s.host, port=s.port, log_level="warning", access_log=False, lifespan="off"
-    )
-    server = QuietServer(config)
-    serve_http(process, "api", server)
-    # The dashboard's live streams never end by themselves; the server waits for them.
-    process.loop("dashboard-streams", end_streams_on_exit(app, lambda: server.should_exit))
-    log.info("%s is up: http://%s:%d (dashboard: http://%s:%d/)", what, *(s.host, s.port) * 2)
 
 
 def api_app(
@@ -334,21 +279,54 @@ def wire(
         runners = build_runners(http_guard=runner_guard(guard))
     cipher = cipher_from(os.environ, settings.data_dir)
     if hooks is None:
-        hooks = Hooks(
-            url_guard=runner_guard(guard),
-            on_error=CallbackErrorLog(store, clock),
-            secrets=functools.partial(resolve_secrets, store, cipher),
-        )
+        hooks = _embedded_hooks(store, guard, clock, cipher)
     scheduler = Scheduler(
         store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks,
         config=scheduler_config or SchedulerConfig(cron_spread=settings.cron_spread),
         listen=listener.run if listener else None,
     )  # fmt: skip
-    pool = WorkerPool(
+    # Secrets are resolved (and masked in output) around every runner.
+    pool = _embedded_pool(
+        store, broker, with_secrets(runners_of(settings, runners), store, cipher), settings,
+        pool_id=pool_id, clock=clock, hooks=hooks, cancels=cancels, scheduler=scheduler,
+    )  # fmt: skip
+    services = Services(
+        store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels,
+        cron_spread=settings.cron_spread,
+    )  # fmt: skip
+    facts = FactsSource(store, clock)
+    health = Health("embedded", dependencies={"database": store.schema_revision})
+    return Embedded(
+        store, broker, scheduler, pool, services, cancels, pool_id, facts, health, listener
+    )
+
+
+def _embedded_hooks(
+    store: Store, guard: UrlGuard, clock: Callable[[], datetime], cipher: SecretCipher | None
+) -> Hooks:
+    return Hooks(
+        url_guard=runner_guard(guard),
+        on_error=CallbackErrorLog(store, clock),
+        secrets=functools.partial(resolve_secrets, store, cipher),
+    )
+
+
+def _embedded_pool(
+    store: Store,
+    broker: Broker,
+    runners: Mapping[TaskKind, Runner],
+    settings: Settings,
+    *,
+    pool_id: str,
+    clock: Callable[[], datetime],
+    hooks: Hooks,
+    cancels: CancelSignals,
+    scheduler: Scheduler,
+) -> WorkerPool:
+    return WorkerPool(
         store,
         broker,
-        # Secrets are resolved (and masked in output) around every runner.
-        with_secrets(runners_of(settings, runners), store, cipher),
+        runners,
         PoolConfig(
             worker_id=pool_id,
             queues=embedded_queues(settings),
@@ -361,15 +339,6 @@ def wire(
         on_complete=lambda outcomes, done: wake_if_needed(scheduler, outcomes, done),
         hooks=hooks,
         cancels=cancels,
-    )
-    services = Services(
-        store, broker, wake=scheduler.wake, clock=clock, url_guard=guard.check, cancels=cancels,
-        cron_spread=settings.cron_spread,
-    )  # fmt: skip
-    facts = FactsSource(store, clock)
-    health = Health("embedded", dependencies={"database": store.schema_revision})
-    return Embedded(
-        store, broker, scheduler, pool, services, cancels, pool_id, facts, health, listener
     )
 
 
