@@ -14,6 +14,7 @@ import pytest
 from tests.contract.factory import T0, make_job, make_run
 from tests.fixtures import callbacks
 from tests.helpers import eventually
+from tests.observe.metric_values import value
 from tickwork.broker.memory import MemoryBroker
 from tickwork.core.alerts import AlertKind
 from tickwork.core.model import (
@@ -27,6 +28,7 @@ from tickwork.core.model import (
 )
 from tickwork.hooks import Hooks
 from tickwork.ids import new_id
+from tickwork.observe.store import observed_store
 from tickwork.ports import Fence, Fenced, Lease
 from tickwork.scheduler.alerts import AlertWatcher
 from tickwork.scheduler.loop import Scheduler
@@ -207,3 +209,21 @@ async def test_the_scheduler_pass_checks_alerts_in_its_housekeeping(store: SqlSt
     await scheduler.tick(T0 + 2 * MIN)
     await hooks.close(5.0)
     assert alerts_of("via-loop") == [("on_missed", late)]
+
+
+async def test_each_new_alert_counts_once_by_kind_in_the_metrics(store: SqlStore) -> None:
+    job = await add_job(store, "counted", start_deadline=60.0, sla=600.0)
+    await add_run(store, job, T0)
+    observed = observed_store(store)
+    kinds = ("on_missed", "on_sla_miss")
+    before = {k: value("tickwork_run_alerts_total", kind=k) for k in kinds}
+
+    def counted() -> tuple[float, ...]:
+        return tuple(value("tickwork_run_alerts_total", kind=k) - before[k] for k in kinds)
+
+    await watch(observed, T0 + 2 * MIN)
+    assert counted() == (1, 0)
+    await AlertWatcher(observed, fence=lambda: None).check(T0 + 3 * MIN)  # a new leader, again
+    assert counted() == (1, 0)
+    await watch(observed, T0 + 11 * MIN)
+    assert counted() == (1, 1)

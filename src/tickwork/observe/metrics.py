@@ -1,8 +1,8 @@
 """Every metric tickwork exports, defined once (Prometheus naming: ``tickwork_`` prefix, base
 units, counters end in ``_total``).
 
-Labels are bounded: ``queue``, ``outcome``, ``state``, ``op``, ``route``. A job name is a
-label only on the ``tickwork_job_*`` series, and only when the operator opts in
+Labels are bounded: ``queue``, ``outcome``, ``state``, ``op``, ``route``, ``kind``. A job
+name is a label only on the ``tickwork_job_*`` series, and only when the operator opts in
 (``TICKWORK_METRICS_JOB_LABEL=all``): job names are unbounded. Run ids, attempts, error
 texts and worker names are never labels.
 
@@ -123,6 +123,13 @@ RESENT = Counter(
 MISSED_TICKS = Counter(
     "tickwork_missed_ticks_total",
     "Cron fires skipped because they were missed (catch-up off, or beyond its window).",
+    registry=REGISTRY,
+)
+RUN_ALERTS = Counter(
+    "tickwork_run_alerts_total",
+    "Run alerts the leader recorded (each fires the job's hook once), by kind: on_missed (a "
+    "run not started by its start deadline), on_sla_miss (a run not finished within its SLA).",
+    ["kind"],
     registry=REGISTRY,
 )
 

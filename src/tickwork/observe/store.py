@@ -11,6 +11,7 @@ say something about the work itself, read off their arguments and results:
   and the missed cron fires recorded as skipped (runs finished as ``skipped`` too);
 - ``cancel_run`` / ``cancel_task_run``: a run at rest that a cancel ends is a run finished
   (``cancelled``), read off the run's state before and after (two reads, on a rare call);
+- ``record_alerts``: run alerts newly recorded (missed start deadline, SLA miss), by kind;
 - ``stale_running``: task runs the reaper found without a live worker;
 - ``queued_task_runs``: task runs the reconciler hands to the broker again;
 - ``acquire_lease``: a new epoch means this process became leader;
@@ -26,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
+from tickwork.core.alerts import Alert
 from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import NewRun, Outcome, RunState, RunTrigger, TaskRun, TaskRunState
 from tickwork.observe import metrics as m
@@ -148,6 +150,11 @@ class ObservedStore:
     def _after_stale_running(self, stale: list[TaskRun], *_: Any) -> None:
         m.REAPED.inc(len(stale))
         self._remember(stale)
+
+    @staticmethod
+    def _after_record_alerts(recorded: Sequence[Alert], *_: Any, **__: Any) -> None:
+        for alert in recorded:  # only the new ones: a look again records none
+            m.RUN_ALERTS.labels(alert.kind.value).inc()
 
     def _after_queued_task_runs(self, lost: list[TaskRun], *_: Any) -> None:
         m.RESENT.inc(len(lost))

@@ -157,13 +157,16 @@ class Maintenance:
 
     ``created``/``dropped``: partition names (PostgreSQL). ``kept``: months retention would
     have dropped, with the reason they stay. ``deleted_runs``: runs deleted row by row
-    (SQLite retention).
+    (SQLite retention). ``deleted_alerts``: run alerts fired before the retention.
     """
 
     created: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     deleted_runs: int = 0
+    deleted_alerts: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.created or self.dropped or self.kept or self.deleted_runs)
+        return bool(
+            self.created or self.dropped or self.kept or self.deleted_runs or self.deleted_alerts
+        )

@@ -50,6 +50,8 @@ async def maintain_once(store: HistoryStore, now: datetime, config: HistoryConfi
         log.info("run history: created %s; dropped %s", done.created or "-", done.dropped or "-")
     if done.deleted_runs:
         log.info("run history: deleted %d run(s) past the retention", done.deleted_runs)
+    if done.deleted_alerts:
+        log.info("run history: deleted %d run alert(s) past the retention", done.deleted_alerts)
     for kept in done.kept:
         log.info("run history: kept %s", kept)
 

@@ -156,6 +156,12 @@ def _row(alert: Alert, job_id: str, now: datetime) -> dict[str, Any]:
     }
 
 
+def prune_alerts(conn: Connection, before: datetime) -> int:
+    """Delete the alerts fired before ``before`` (retention); returns how many. A pruned
+    alert cannot fire again: the leader looks back an hour, retention keeps whole days."""
+    return conn.execute(sa.delete(run_alerts).where(run_alerts.c.fired_at < before)).rowcount
+
+
 def recent_alerts(
     conn: Connection, since: datetime, job_name: str | None, limit: int
 ) -> AlertSummary:

@@ -8,8 +8,9 @@ delegates to a plain query module (``jobs``, ``runs``, ``dispatch``, …) with t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from sqlalchemy.exc import IntegrityError
@@ -42,6 +43,7 @@ from tickwork.ports import (
 )
 from tickwork.ports.backfills import BackfillCounts, BackfillDate, BackfillStepWrite, OpenDate
 from tickwork.store import (
+    alerts,
     backfills,
     dispatch,
     fences,
@@ -383,7 +385,12 @@ class SqlStore(SqlViews):
             raise ValueError(f"retention_days must be at least 1 (or None), not {retention_days}")
         if ahead < 0:
             raise ValueError(f"ahead must not be negative, not {ahead}")
-        return await self._d.maintain(self._write, now, retention_days, ahead)
+        done = await self._d.maintain(self._write, now, retention_days, ahead)
+        if retention_days is not None:  # the alerts of the history retention dropped
+            before = now - timedelta(days=retention_days)
+            pruned: int = await self._write(lambda c: alerts.prune_alerts(c, before))
+            done = dataclasses.replace(done, deleted_alerts=pruned)
+        return done
 
     # -- fences and backfills --------------------------------------------------------------
     async def check_fence(self, fence: Fence) -> None:
