@@ -10,9 +10,11 @@ from tickwork.core.model import RunState
 from tickwork.ids import new_id
 from tickwork.store import SqlStore
 
-# Before every month other tests use: the partitions this makes (PostgreSQL) are no one's.
-NOW = datetime(2019, 6, 1, tzinfo=UTC)
+# PostgreSQL's test database is the session's: now, and a retention of ten years, create
+# only the months the migration made and drop none that other tests make (2020 on).
+NOW = datetime.now(UTC)
 DAY = timedelta(days=1)
+KEEP = 3650
 
 
 async def fired(store: SqlStore, kind: AlertKind, at: datetime) -> str:
@@ -23,18 +25,18 @@ async def fired(store: SqlStore, kind: AlertKind, at: datetime) -> str:
 
 
 async def test_retention_deletes_the_alerts_fired_before_its_cutoff(store: SqlStore) -> None:
-    old = {await fired(store, kind, NOW - 40 * DAY) for kind in AlertKind}
-    edge = await fired(store, AlertKind.MISSED, NOW - 30 * DAY)  # on the cutoff: kept
+    old = {await fired(store, kind, NOW - (KEEP + 10) * DAY) for kind in AlertKind}
+    edge = await fired(store, AlertKind.MISSED, NOW - KEEP * DAY)  # on the cutoff: kept
     recent = await fired(store, AlertKind.SLA_MISS, NOW - 5 * DAY)
 
     kept_all = await store.maintain_partitions(NOW)  # no retention: nothing pruned
     assert kept_all.deleted_alerts == 0
-    assert (await store.recent_alerts(NOW - 50 * DAY, job_name="pruned")).missed == 2
+    assert (await store.recent_alerts(NOW - (KEEP + 20) * DAY, job_name="pruned")).missed == 2
 
-    done = await store.maintain_partitions(NOW, retention_days=30)
+    done = await store.maintain_partitions(NOW, retention_days=KEEP)
     assert done.deleted_alerts == len(AlertKind) and bool(done)
-    summary = await store.recent_alerts(NOW - 50 * DAY, job_name="pruned")
+    summary = await store.recent_alerts(NOW - (KEEP + 20) * DAY, job_name="pruned")
     assert {a.run_id for a in summary.newest} == {edge, recent}
     assert old.isdisjoint(a.run_id for a in summary.newest)
-    again = await store.maintain_partitions(NOW, retention_days=30)
+    again = await store.maintain_partitions(NOW, retention_days=KEEP)
     assert again.deleted_alerts == 0
