@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tickwork.core.model import Callbacks, Job, LogChunk, RetryPolicy, RunState, Schedule, Task
@@ -44,6 +45,16 @@ class JobPage:
 
     jobs: list[Job]
     next_after: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Upcoming:
+    """A job's next fires, in UTC, and when each one's run becomes due (``dues[i]`` is
+    ``fires[i]`` moved by the job's jitter; equal without one)."""
+
+    job: Job
+    fires: list[datetime]
+    dues: list[datetime]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.ledger import LedgerService
 from tickwork.app.logs import pick_task_run, read_log_page
 from tickwork.app.pools import PoolService
-from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage
+from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage, Upcoming
 from tickwork.app.secrets import check_secret_refs
 from tickwork.app.targets import check_targets
 from tickwork.app.why import LeaderProbe, WhyService
@@ -266,7 +266,21 @@ class Services:
     async def upcoming(self, name: str, count: int = 10) -> list[datetime]:
         """The next ``count`` fire times of a job, in UTC (none for a ``now`` job)."""
         check_limit(count, 1000, "count")
+        return await self._fires(await self.get_job(name), count)
+
+    async def upcoming_due(self, name: str, count: int = 10) -> Upcoming:
+        """The job (loaded once), its ``upcoming`` fires and when their runs become due: moved
+        by the job's jitter (or the fleet's ``cron_spread``) as the scheduler will move them."""
+        check_limit(count, 1000, "count")
         job = await self.get_job(name)
+        fires = await self._fires(job, count)
+        jitter = effective_jitter(job.jitter, self._cron_spread)
+        if job.schedule.kind is not ScheduleKind.CRON or not jitter or not fires:
+            return Upcoming(job, fires, fires)
+        following = [*upcoming(job.schedule, fires[-1], 1), None][0]
+        return Upcoming(job, fires, spread_fires(job.name, fires, jitter, following))
+
+    async def _fires(self, job: Job, count: int) -> list[datetime]:
         if job.schedule.kind is ScheduleKind.CRON:
             if job.next_fire_at is None:
                 return []
@@ -275,17 +289,6 @@ class Services:
             assert job.schedule.at is not None
             return [job.schedule.at]
         return []
-
-    async def upcoming_due(self, name: str, count: int = 10) -> list[datetime]:
-        """When the runs of ``upcoming(name, count)`` become due: the fires moved by the
-        job's jitter (or the fleet's ``cron_spread``), as the scheduler will move them."""
-        job = await self.get_job(name)
-        fires = await self.upcoming(name, count)
-        jitter = effective_jitter(job.jitter, self._cron_spread)
-        if job.schedule.kind is not ScheduleKind.CRON or not jitter or not fires:
-            return fires
-        following = upcoming(job.schedule, fires[-1], 1)
-        return spread_fires(job.name, fires, jitter, following[0] if following else None)
 
     def preview(
         self, cron: str, timezone: str = "UTC", count: int = 10, after: datetime | None = None

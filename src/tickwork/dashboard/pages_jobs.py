@@ -72,8 +72,8 @@ def definition_yaml(job: Job) -> str:
 
 async def job(ctx: Ctx) -> Response:
     name = ctx.request.path_params["name"]
-    found = await ctx.services.get_job(name)
-    fires = await ctx.services.upcoming(name, 10)
+    up = await ctx.services.upcoming_due(name, 10)
+    found = up.job
     history = await ctx.services.list_runs(job=name, limit=20)
     return await ctx.page(
         "job.html",
@@ -81,7 +81,10 @@ async def job(ctx: Ctx) -> Response:
         nav="jobs",
         job=found,
         definition=definition_yaml(found),
-        fires=[(f, dst_change(f, found.schedule.timezone)) for f in fires],
+        fires=[
+            (f, dst_change(f, found.schedule.timezone), d if d != f else None)
+            for f, d in zip(up.fires, up.dues, strict=True)
+        ],
         history=history.runs,
         graph=dag_of_job(found) if len(found.tasks) > 1 else None,
         alerts=await ctx.store.recent_alerts(ctx.now - timedelta(days=1), job_name=name, limit=10),

@@ -13,7 +13,9 @@ from tickwork.app.records import JobSpec
 from tickwork.app.services import Services
 from tickwork.broker.memory import MemoryBroker
 from tickwork.core.errors import Conflict, NotFound, ValidationError
+from tickwork.core.jitter import spread_fires
 from tickwork.core.model import (
+    Job,
     LogChunk,
     RetryPolicy,
     RunState,
@@ -118,6 +120,31 @@ async def test_create_cron_job_sets_next_fire_at_not_before_start(services: Serv
     assert (await services.get_job("hourly")).next_fire_at == start
     assert (await services.list_runs(job="hourly")).runs == []
     assert await services.upcoming("hourly", 2) == [start, start + timedelta(hours=1)]
+
+
+async def test_upcoming_due_loads_the_job_once_and_moves_each_fire_by_its_jitter(
+    services: Services, sqlite_store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = utc(2026, 7, 1)
+    schedule = Schedule(kind=ScheduleKind.CRON, cron="0 * * * *", start=start)
+    await services.create_job(spec("spread", schedule, jitter=600.0))
+    loads: list[str] = []
+    get_job = sqlite_store.get_job
+
+    async def counted(name: str) -> Job | None:
+        loads.append(name)
+        return await get_job(name)
+
+    monkeypatch.setattr(sqlite_store, "get_job", counted)
+    up = await services.upcoming_due("spread", 3)
+    assert loads == ["spread"] and up.job.name == "spread"
+    hours = [start + timedelta(hours=i) for i in range(4)]
+    assert up.fires == hours[:3]
+    assert up.dues == spread_fires("spread", hours[:3], 600.0, hours[3])
+    assert all(f < d < f + timedelta(minutes=10) for f, d in zip(up.fires, up.dues, strict=True))
+    with pytest.raises(ValidationError) as caught:
+        await services.upcoming_due("spread", 1001)
+    assert caught.value.field == "count"
 
 
 async def test_create_jobs_is_all_or_nothing_when_a_name_exists(

@@ -69,10 +69,8 @@ async def get_job(name: str, services: ServicesDep) -> JobRead:
 @router.get("/jobs/{name}/upcoming")
 async def upcoming(name: str, services: ServicesDep, count: Count = 10) -> FiresRead:
     """The job's next fire times (none for a `now` job or a finished `at` job)."""
-    job = await services.get_job(name)
-    fires = await services.upcoming(name, count)
-    dues = await services.upcoming_due(name, count)
-    return FiresRead.of(fires, job.schedule.timezone, dues[: len(fires)])
+    up = await services.upcoming_due(name, count)
+    return FiresRead.of(up.fires, up.job.schedule.timezone, up.dues)
 
 
 Instant = Annotated[IsoInstant | None, Query(description="ISO 8601 with an offset.")]
