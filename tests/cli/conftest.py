@@ -52,7 +52,9 @@ class Cli:
     broker: MemoryBroker
 
     def __call__(self, *args: str) -> Result:
-        return CliRunner().invoke(app, list(args), obj=self.deps)
+        # A terminal of a fixed width: otherwise the width depends on how pytest was started
+        # (a pytest-xdist worker has no terminal, and tables wrapped differently).
+        return CliRunner().invoke(app, list(args), obj=self.deps, env={"COLUMNS": "120"})
 
     def ok(self, *args: str) -> Result:
         """Run a command that must succeed."""

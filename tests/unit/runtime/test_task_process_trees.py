@@ -35,7 +35,8 @@ def escaping_script(pidfile: Path) -> str:
 
 
 async def wait_for_pid(pidfile: Path) -> int:
-    await until(lambda: pidfile.exists() and pidfile.read_text().strip() != "")
+    # Starting a worker interpreter and its task takes seconds on a busy machine.
+    await until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", timeout=30)
     return int(pidfile.read_text())
 
 
