@@ -37,3 +37,12 @@ async def test_ledger_lists_every_promised_tick(api: httpx2.AsyncClient) -> None
     assert body["counts"] == {"upcoming": 3}
     bad = await api.get(f"{API}/jobs/daily/ledger", params={**params, "to": "2026-06-01T00:00:00Z"})
     assert bad.status_code == 422 and error_of(bad)["field"] == "to"
+
+
+async def test_a_cancelled_run_says_which_token_cancelled_it(api: httpx2.AsyncClient) -> None:
+    assert (await api.post(f"{API}/jobs", json=at_job("later"))).status_code == 201
+    run = (await api.get(f"{API}/runs", params={"job": "later"})).json()["runs"][0]
+    assert (await api.post(f"{API}/runs/{run['id']}/cancel")).status_code in (200, 202)
+    [reason] = (await api.get(f"{API}/runs/{run['id']}/why")).json()["reasons"]
+    assert reason["code"] == "cancelled"
+    assert reason["message"].startswith("the run was cancelled by token 'test-admin' at ")

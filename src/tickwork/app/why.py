@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from tickwork.core.errors import NotFound
+from tickwork.core.model import RunState
 from tickwork.core.why import Reason, WhyFacts, explain_job, explain_run
 from tickwork.ports import Store
 
@@ -32,7 +33,7 @@ class WhyService:
         facts = await self._store.run_facts(run_id, now - WORKER_SEEN)
         if facts is None:
             raise NotFound("run", run_id)
-        return explain_run(await self._with_topology(facts), now)
+        return explain_run(await self._with_canceller(await self._with_topology(facts)), now)
 
     async def job(self, name: str) -> list[Reason]:
         """Why a job is not running now: its state, then its oldest unfinished run's reasons."""
@@ -44,6 +45,15 @@ class WhyService:
         facts = await self._with_topology(facts)
         waiting = [await self._with_topology(f) for f in waiting]
         return explain_job(facts, now, waiting)
+
+    async def _with_canceller(self, facts: WhyFacts) -> WhyFacts:
+        """A cancelled run's canceller: the newest cancel of it in the audit log (the API's
+        target is ``run_id:ID``, the dashboard's ``run:ID``)."""
+        run = facts.run
+        if run is None or run.state is not RunState.CANCELLED:
+            return facts
+        entry = await self._store.last_audit("cancel_run", [f"run_id:{run.id}", f"run:{run.id}"])
+        return facts if entry is None else dataclasses.replace(facts, cancelled_by=entry.token_name)
 
     async def _with_topology(self, facts: WhyFacts) -> WhyFacts:
         if self._leader is None:  # embedded: the scheduler and the workers are here

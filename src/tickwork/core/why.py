@@ -74,6 +74,7 @@ class WhyFacts:
     workers: tuple[LiveWorker, ...] | None = None  # None: not known (no registry answer)
     queued_ahead: Mapping[str, int] = field(default_factory=dict)  # task run id -> count
     leader: bool | None = None  # a scheduler leads now; None: not known (embedded: always)
+    cancelled_by: str | None = None  # the token that cancelled the run (from the audit log)
 
 
 def explain_run(facts: WhyFacts, now: datetime) -> list[Reason]:
@@ -81,7 +82,7 @@ def explain_run(facts: WhyFacts, now: datetime) -> list[Reason]:
     run = facts.run
     assert run is not None
     if run.state in _FINISHED_RUN:
-        return [_finished(run, facts.task_runs)]
+        return [_finished(run, facts.task_runs, facts.cancelled_by)]
     reasons: list[Reason] = []
     if facts.job is None:
         reasons.append(Reason("job_deleted", "the job was deleted; its runs were cancelled"))
@@ -203,10 +204,11 @@ def _queued(tr: TaskRun, facts: WhyFacts, now: datetime) -> Reason:
     return Reason("queued", text)
 
 
-def _finished(run: Run, task_runs: Sequence[TaskRun]) -> Reason:
+def _finished(run: Run, task_runs: Sequence[TaskRun], cancelled_by: str | None = None) -> Reason:
     at = _at(run.finished_at) if run.finished_at else "?"
     if run.state is RunState.CANCELLED:
-        return Reason("cancelled", f"the run was cancelled at {at}")
+        by = f" by token {cancelled_by!r}" if cancelled_by else ""
+        return Reason("cancelled", f"the run was cancelled{by} at {at}")
     if run.state is RunState.SKIPPED:
         return Reason("skipped", "the run was skipped (a missed fire of a job without catch-up)")
     failed = [tr.task_name for tr in task_runs if tr.state is S.FAILED]

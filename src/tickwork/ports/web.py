@@ -108,6 +108,9 @@ class AuditLog(Protocol):
     ) -> AuditPage:
         """Entries newest first, keyset-paged by ``cursor``; ``token_name`` filters."""
 
+    async def last_audit(self, action: str, targets: Sequence[str]) -> AuditEntry | None:
+        """The newest entry of ``action`` on any of ``targets`` (who cancelled a run)."""
+
 
 class WebSessionStore(Protocol):
     """Dashboard sign-ins, kept in the database so every API process sees them."""

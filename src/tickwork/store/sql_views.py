@@ -129,6 +129,9 @@ class SqlViews(SqlTransactions):
     ) -> AuditPage:
         return await self._read(lambda conn: web.list_audit(conn, limit, cursor, token_name))
 
+    async def last_audit(self, action: str, targets: Sequence[str]) -> AuditEntry | None:
+        return await self._read(lambda conn: web.last_audit(conn, action, targets))
+
     async def create_web_session(self, session: WebSession) -> None:
         await self._write(lambda conn: web.create_web_session(conn, session))
 

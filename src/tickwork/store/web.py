@@ -36,6 +36,17 @@ def list_audit(
     return AuditPage(entries=entries, next_cursor=entries[-1].id if more else None)
 
 
+def last_audit(conn: Connection, action: str, targets: Sequence[str]) -> AuditEntry | None:
+    query = (
+        sa.select(audit_log)
+        .where(audit_log.c.action == action, audit_log.c.target.in_(list(targets)))
+        .order_by(audit_log.c.id.desc())
+        .limit(1)
+    )
+    row = conn.execute(query).mappings().first()
+    return None if row is None else _audit_entry(row)
+
+
 def create_web_session(conn: Connection, session: WebSession) -> None:
     conn.execute(
         web_sessions.insert().values(
