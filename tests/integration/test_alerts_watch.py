@@ -75,6 +75,7 @@ async def watch(store: SqlStore, now: datetime, fence: Fence | None = None) -> A
     watcher = AlertWatcher(store, fence=lambda: fence, hooks=hooks, lookback=timedelta(hours=1))
     await watcher.check(now)
     await hooks.close(5.0)
+    await watcher.mark_done(now)  # what its next look does first
     return watcher
 
 
@@ -227,3 +228,65 @@ async def test_each_new_alert_counts_once_by_kind_in_the_metrics(store: SqlStore
     assert counted() == (1, 0)
     await watch(observed, T0 + 11 * MIN)
     assert counted() == (1, 1)
+
+
+@pytest.mark.parametrize("lease", ["database", "external"])
+async def test_an_alert_a_leader_recorded_and_died_before_firing_the_next_one_fires_once(
+    store: SqlStore, lease: str
+) -> None:
+    job = await add_job(store, "died", start_deadline=60.0)
+    late = await add_run(store, job, T0)
+    old, take_over = await (_lease_fences if lease == "database" else _external_fences)(store)
+    dying = Hooks()
+    await dying.close(0.0)  # the process stops between the record and the callback
+    await AlertWatcher(store, fence=lambda: old, hooks=dying).check(T0 + 2 * MIN)
+    assert alerts_of("died") == []
+    [unfired] = await store.unfired_alerts(T0 + 3 * MIN, 10)
+    assert (unfired.run_id, unfired.kind, unfired.fired_at) == (
+        late,
+        AlertKind.MISSED,
+        T0 + 2 * MIN,
+    )
+
+    new = await take_over()
+    hooks = Hooks()
+    leader = AlertWatcher(store, fence=lambda: new, hooks=hooks, refire_after=MIN)
+    await leader.check(T0 + 2 * MIN + timedelta(seconds=30))  # within the grace: not yet
+    assert alerts_of("died") == []
+    await leader.check(T0 + 4 * MIN)  # its window looked at again: on record, fired again
+    await hooks.close(5.0)
+    assert alerts_of("died") == [("on_missed", late)]
+    [context] = callbacks.ALERTS
+    assert (context.fired_at, context.late_seconds) == (T0 + 2 * MIN, 60.0)  # as recorded
+    await leader.check(T0 + 5 * MIN)  # marks it done
+    assert await store.unfired_alerts(T0 + 6 * MIN, 10) == []
+    await watch(store, T0 + 30 * MIN, new)  # and no later look fires it again
+    assert alerts_of("died") == [("on_missed", late)]
+
+
+async def test_a_fired_alert_is_not_fired_again_by_its_leader_or_the_next(store: SqlStore) -> None:
+    job = await add_job(store, "fired-once", sla=60.0)
+    late = await add_run(store, job, T0, TaskRunState.RUNNING)
+    old, take_over = await _external_fences(store)
+    hooks = Hooks()
+    leader = AlertWatcher(store, fence=lambda: old, hooks=hooks, refire_after=MIN)
+    await leader.check(T0 + 2 * MIN)
+    await hooks.close(5.0)  # the callback ran: marked by this look or the next
+    assert alerts_of("fired-once") == [("on_sla_miss", late)]
+    await leader.check(T0 + 10 * MIN)  # past the grace: marked, not fired again
+    assert await store.unfired_alerts(T0 + 10 * MIN, 10) == []
+    await watch(store, T0 + 20 * MIN, await take_over())
+    assert alerts_of("fired-once") == [("on_sla_miss", late)]
+
+
+async def test_alert_marks_are_fenced(store: SqlStore) -> None:
+    job = await add_job(store, "fenced-mark", start_deadline=60.0)
+    late = await add_run(store, job, T0)
+    old, take_over = await _external_fences(store)
+    dying = Hooks()
+    await dying.close(0.0)
+    await AlertWatcher(store, fence=lambda: old, hooks=dying).check(T0 + 2 * MIN)
+    await take_over()
+    with pytest.raises(Fenced):  # a deposed leader marks nothing: the new one decides
+        await store.mark_hooks_done([(late, AlertKind.MISSED)], T0 + 3 * MIN, fence=old)
+    assert len(await store.unfired_alerts(T0 + 3 * MIN, 10)) == 1

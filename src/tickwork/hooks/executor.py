@@ -25,6 +25,8 @@ log = logging.getLogger("tickwork.hooks")
 
 #: What a callback is called with: an attempt's context, or a run alert's.
 Context = CallbackContext | AlertContext
+#: Told whether an alert callback ran to its end (True) or was dropped or cancelled (False).
+Done = Callable[[bool], None]
 #: Resolves ``{"$secret": NAME}`` in a callback's config: the config resolved and the values
 #: used (``security.secrets.resolve_secrets`` bound to a store and a key).
 SecretResolve = Callable[[Mapping[str, Any]], Awaitable[tuple[Mapping[str, Any], list[str]]]]
@@ -84,15 +86,26 @@ class Hooks:
         self._closed = False
 
     @property
+    def timeout(self) -> float:
+        """Seconds a callback may run before it is given up on."""
+        return self._timeout
+
+    @property
     def pending(self) -> int:
         """Callbacks accepted and not finished yet (running or waiting for a slot)."""
         return len(self._tasks)
 
-    def fire_alert(self, callback: Callback, context: AlertContext) -> None:
+    def fire_alert(
+        self, callback: Callback, context: AlertContext, on_done: Done | None = None
+    ) -> None:
         """Schedule ``callback`` (a job's ``on_missed`` / ``on_sla_miss``) with ``context``.
-        Returns at once and never raises. Call it once the alert is recorded."""
+        Returns at once and never raises. Call it once the alert is recorded.
+
+        ``on_done(True)`` once the callback ran to its end: delivered, or failed the way an
+        ``on_failure`` callback fails for good (logged, not tried again); ``on_done(False)``
+        if it was dropped or cancelled before that (it may be fired again)."""
         try:
-            self._schedule(callback, context, f"hook:{context.event}:{context.run_id}")
+            self._schedule(callback, context, f"hook:{context.event}:{context.run_id}", on_done)
         except Exception:  # a bug here must not reach the scheduler
             log.exception("%s callback of run %s not fired", context.event, context.run_id)
 
@@ -126,20 +139,24 @@ class Hooks:
         context = CallbackContext.of(event, task_run, outcome, log_tail)
         self._schedule(callback, context, f"hook:{event}:{task_run.id}")
 
-    def _schedule(self, callback: Callback, context: Context, name: str) -> None:
+    def _schedule(
+        self, callback: Callback, context: Context, name: str, on_done: Done | None = None
+    ) -> None:
         if self._closed or len(self._tasks) >= self._backlog:
             why = "shutting down" if self._closed else f"{self._backlog} callbacks already pending"
             self._failed(context, f"dropped: {why}")
+            _tell(on_done, False)
             return
         task = asyncio.get_running_loop().create_task(self._run(callback, context), name=name)
         self._tasks.add(task)
-        task.add_done_callback(functools.partial(self._done, context))
+        task.add_done_callback(functools.partial(self._done, context, on_done))
 
-    def _done(self, context: Context, task: asyncio.Task[None]) -> None:
+    def _done(self, context: Context, on_done: Done | None, task: asyncio.Task[None]) -> None:
         # Here rather than in _run: a task cancelled before its first step never runs _run.
         self._tasks.discard(task)
         if task.cancelled():
             self._failed(context, "cancelled: tickwork stopped before it finished")
+        _tell(on_done, not task.cancelled())
 
     async def _run(self, callback: Callback, context: Context) -> None:
         async with self._slots:
@@ -212,6 +229,15 @@ class Hooks:
             )
         except Exception:
             log.exception("on_error of task run %s failed", context.task_run_id)
+
+
+def _tell(on_done: Done | None, finished: bool) -> None:
+    if on_done is None:
+        return
+    try:
+        on_done(finished)
+    except Exception:  # the caller's bookkeeping must not break the executor
+        log.exception("on_done of a callback failed")
 
 
 def _subject(context: Context) -> str:

@@ -35,6 +35,17 @@ class FiredAlert:
 
 
 @dataclass(frozen=True, slots=True)
+class UnfiredAlert:
+    """An alert on record whose callback has not run to its end: ``alert`` as of now (its
+    run's state read again; ``None`` if the run is gone), recorded at ``fired_at``."""
+
+    run_id: str
+    kind: AlertKind
+    fired_at: datetime
+    alert: Alert | None
+
+
+@dataclass(frozen=True, slots=True)
 class AlertSummary:
     """Alerts fired since some instant: how many of each kind, and the newest few."""
 
@@ -55,6 +66,16 @@ class AlertStore(Protocol):
     ) -> list[Alert]:
         """Record ``alerts`` fired at ``now``; return those not on record before (each
         (run, kind) is recorded once, whoever tries). Fenced like every leader write."""
+
+    async def unfired_alerts(self, recorded_before: datetime, limit: int) -> list[UnfiredAlert]:
+        """Up to ``limit`` alerts recorded before ``recorded_before`` whose callback is not
+        marked done (:meth:`mark_hooks_done`), oldest first."""
+
+    async def mark_hooks_done(
+        self, keys: Sequence[tuple[str, AlertKind]], at: datetime, *, fence: Fence | None = None
+    ) -> None:
+        """Mark the callbacks of the alerts ``(run_id, kind)`` done at ``at`` (those marked
+        already keep their instant). Fenced like every leader write."""
 
     async def recent_alerts(
         self, since: datetime, *, job_name: str | None = None, limit: int = 50

@@ -25,7 +25,7 @@ from tickwork.core.alerts import (
 )
 from tickwork.core.ledger import DEFAULT_GRACE
 from tickwork.core.model import RunState, RunTrigger
-from tickwork.ports.alerts import AlertCandidate, AlertSummary, FiredAlert
+from tickwork.ports.alerts import AlertCandidate, AlertSummary, FiredAlert, UnfiredAlert
 from tickwork.store.dialect import Dialect, insert_ignoring
 from tickwork.store.schema import jobs, run_alerts, runs
 
@@ -160,6 +160,53 @@ def prune_alerts(conn: Connection, before: datetime) -> int:
     """Delete the alerts fired before ``before`` (retention); returns how many. A pruned
     alert cannot fire again: the leader looks back an hour, retention keeps whole days."""
     return conn.execute(sa.delete(run_alerts).where(run_alerts.c.fired_at < before)).rowcount
+
+
+def unfired_alerts(conn: Connection, recorded_before: datetime, limit: int) -> list[UnfiredAlert]:
+    """Alerts whose ``hook_done_at`` is null (a range of their partial index), with their
+    run as it is now; a run deleted since comes without one."""
+    query = (
+        sa.select(
+            run_alerts.c.run_id.label("alert_run_id"),
+            run_alerts.c.kind,
+            run_alerts.c.limit_seconds,
+            run_alerts.c.late_seconds,
+            run_alerts.c.fired_at,
+            *_RUN_COLUMNS,
+        )
+        .select_from(run_alerts.outerjoin(runs, runs.c.id == run_alerts.c.run_id))
+        .where(run_alerts.c.hook_done_at.is_(None), run_alerts.c.fired_at < recorded_before)
+        .order_by(run_alerts.c.fired_at, run_alerts.c.run_id, run_alerts.c.kind)
+        .limit(limit)
+    )
+    return [_unfired(row) for row in conn.execute(query).mappings()]
+
+
+def _unfired(row: RowMapping) -> UnfiredAlert:
+    kind = AlertKind(row["kind"])
+    alert = None
+    if row["id"] is not None:
+        alert = Alert(
+            kind=kind,
+            run=_watched(row),
+            limit=timedelta(seconds=row["limit_seconds"]),
+            late_by=timedelta(seconds=row["late_seconds"]),
+        )
+    return UnfiredAlert(row["alert_run_id"], kind, row["fired_at"], alert)
+
+
+def mark_hooks_done(conn: Connection, keys: Sequence[tuple[str, AlertKind]], at: datetime) -> None:
+    for kind in sorted({k for _, k in keys}, key=lambda k: k.value):  # one statement a kind
+        run_ids = sorted({r for r, k in keys if k is kind})
+        conn.execute(
+            sa.update(run_alerts)
+            .where(
+                run_alerts.c.kind == kind.value,
+                run_alerts.c.run_id.in_(run_ids),
+                run_alerts.c.hook_done_at.is_(None),
+            )
+            .values(hook_done_at=at)
+        )
 
 
 def recent_alerts(

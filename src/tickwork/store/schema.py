@@ -477,9 +477,17 @@ run_alerts = sa.Table(
     _ts("logical_date", nullable=False),
     sa.Column("limit_seconds", sa.Float, nullable=False),
     sa.Column("late_seconds", sa.Float, nullable=False),
-    _ts("fired_at", nullable=False),
+    _ts("fired_at", nullable=False),  # when the leader recorded it (the payload's fired_at)
+    _ts("hook_done_at"),  # when its callback ran to its end; null: to fire (again)
 )
 sa.Index("ix_run_alerts_fired_at", run_alerts.c.fired_at)
+# The leader's look for alerts whose callback never ran (store/alerts.py): only those.
+sa.Index(
+    "ix_run_alerts_hook_not_done",
+    run_alerts.c.fired_at,
+    sqlite_where=run_alerts.c.hook_done_at.is_(None),
+    postgresql_where=run_alerts.c.hook_done_at.is_(None),
+)
 sa.Index("ix_run_alerts_job_name_fired_at", run_alerts.c.job_name, run_alerts.c.fired_at)
 
 # Every action taken through the API or the dashboard (store/web.py). Ids sort by time.

@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from tickwork.core.alerts import Alert
+from tickwork.core.alerts import Alert, AlertKind
 from tickwork.core.model import (
     LogChunk,
     Pool,
@@ -25,7 +25,7 @@ from tickwork.ports import (
     StoredSecret,
     WorkerInfo,
 )
-from tickwork.ports.alerts import AlertCandidate, AlertSummary
+from tickwork.ports.alerts import AlertCandidate, AlertSummary, UnfiredAlert
 from tickwork.ports.facts import StoreFacts
 from tickwork.ports.web import (
     AuditEntry,
@@ -197,6 +197,15 @@ class SqlViews(SqlTransactions):
     ) -> list[Alert]:
         work = partial(alerts.record_alerts, dialect=self._d, alerts=fired, now=now)
         return await self._write(self._fenced(fence, work))
+
+    async def unfired_alerts(self, recorded_before: datetime, limit: int) -> list[UnfiredAlert]:
+        return await self._read(lambda conn: alerts.unfired_alerts(conn, recorded_before, limit))
+
+    async def mark_hooks_done(
+        self, keys: Sequence[tuple[str, AlertKind]], at: datetime, *, fence: Fence | None = None
+    ) -> None:
+        work = partial(alerts.mark_hooks_done, keys=keys, at=at)
+        await self._write(self._fenced(fence, work))
 
     async def recent_alerts(
         self, since: datetime, *, job_name: str | None = None, limit: int = 50
