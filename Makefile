@@ -28,7 +28,7 @@ services:
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), a test file to a process: most of a
 # test's time is spent waiting on servers and child processes, not on a core.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 unit: $(STAMP)
 	$(BIN)/pytest -m "not chaos" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
