@@ -144,8 +144,9 @@ class TickworkContender(PeerContender):
         procs = zip(names, self.workers, strict=True)
         out = {name: _proc_cpu(proc.popen.pid) for name, proc in procs}
         db = self.env["PEERBENCH_PG_DB"]
-        pids = self._sql(f"SELECT pid FROM pg_stat_activity WHERE datname = '{db}'")
-        out |= {f"pg-{row[0]}": _proc_cpu(int(row[0])) for row in pids}
+        pids = self._sql(f"SELECT pid, backend_type FROM pg_stat_activity WHERE datname = '{db}'")
+        kind = {"client backend": "client", "autovacuum worker": "autovacuum"}
+        out |= {f"pg-{row[0]}-{kind.get(row[1], 'other')}": _proc_cpu(int(row[0])) for row in pids}
         return out
 
     def _cpu_per_job(self, before: dict[str, float], n: int) -> dict[str, float]:
