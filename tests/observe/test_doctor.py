@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
+
+from tests.pg import libpq_url
 from tickwork.app.settings import Settings
 from tickwork.ports import WorkerInfo
 from tickwork.serve.doctor import (
@@ -13,6 +16,7 @@ from tickwork.serve.doctor import (
     skew_finding,
     token_findings,
 )
+from tickwork.store import open_store
 
 
 def processes(schedulers: int, workers: int) -> list[WorkerInfo]:
@@ -33,6 +37,9 @@ GOOD = {
     "max_wal_size": "8192",
     "max_wal_size.unit": "MB",
     "autovacuum": "on",
+    "autovacuum_vacuum_scale_factor": "0.2",  # the server's default
+    "vacuum_scale_factor:task_runs_p202612": "0.02",
+    "vacuum_scale_factor:runs_p202612": "0.02",
     "max_connections": "200",
 }
 
@@ -54,6 +61,16 @@ def test_postgres_settings_far_off_are_warned_with_the_fix() -> None:
         if f.check == "max_wal_size"
     ]
     assert "max_wal_size" in wal.fix and wal.message.startswith("1024 MB")
+
+
+def test_hot_partitions_vacuumed_late_are_warned_by_name() -> None:
+    untuned = GOOD | {"vacuum_scale_factor:runs_p202612": ""}  # the server's 20 % applies
+    (found,) = [f for f in postgres_findings(untuned, [], 1) if f.check == "autovacuum"]
+    assert found.level == "warn" and "runs_p202612 at 20%" in found.message
+    assert "task_runs_p202612" not in found.message  # its own 2 % is fine
+    assert "ALTER TABLE runs_p202612 SET (autovacuum_vacuum_scale_factor = 0.02)" in found.fix
+    assert levels(untuned | {"autovacuum_vacuum_scale_factor": "0.02"})["autovacuum"] == "ok"
+    assert levels(GOOD | {"vacuum_scale_factor:runs_p202612": "0.1"})["autovacuum"] == "warn"
 
 
 def test_clock_skew_over_a_second_is_warned() -> None:
@@ -89,6 +106,24 @@ async def test_doctor_on_a_migrated_postgres_checks_clock_settings_and_broker(
     assert found["clock"].level == "ok"
     assert {"max_wal_size", "autovacuum", "max_connections"} <= set(found)
     assert found["broker"].level == "ok"
+    assert found["autovacuum"].level in ("ok", "warn")
     bad = Settings(database_url=pg_url, redis_url="redis://127.0.0.1:1/0", data_dir=tmp_path)
     broken = {f.check: f for f in await diagnose(bad)}
     assert broken["broker"].level == "fail"
+
+
+async def test_server_facts_hold_this_months_hot_partitions_vacuum_scale(pg_url: str) -> None:
+    partition = f"task_runs_p{datetime.now(UTC):%Y%m}"
+    key = f"vacuum_scale_factor:{partition}"
+    store = await open_store(pg_url)
+    try:
+        facts = await store.server_facts()
+        assert facts[key] == "" and f"vacuum_scale_factor:runs_p{partition[-6:]}" in facts
+        with psycopg.connect(libpq_url(pg_url), autocommit=True) as conn:
+            conn.execute(f"ALTER TABLE {partition} SET (autovacuum_vacuum_scale_factor = 0.02)")
+            try:
+                assert (await store.server_facts())[key] == "0.02"
+            finally:
+                conn.execute(f"ALTER TABLE {partition} RESET (autovacuum_vacuum_scale_factor)")
+    finally:
+        await store.close()

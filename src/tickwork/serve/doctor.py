@@ -25,6 +25,7 @@ from tickwork.serve.brokers import open_broker
 from tickwork.serve.observed import broker_check
 from tickwork.store import open_store
 from tickwork.store.engine import PG_POOL_SIZE
+from tickwork.store.facts import PARTITION_SCALE
 from tickwork.store.migrate import head_revision
 
 Level = Literal["ok", "warn", "fail"]
@@ -34,6 +35,10 @@ MAX_SKEW = 1.0
 #: max_wal_size below this (MB) makes checkpoints "too frequent" at scale: PostgreSQL's
 #: default 1 GB did under the 1 M-run load of issue 17 (deploy/README.md, "PostgreSQL").
 MIN_WAL_MB = 4096
+#: A hot partition (task_runs, runs) vacuumed only past this share of dead rows is warned;
+#: deploy/README.md advises ADVISED_VACUUM_SCALE (PostgreSQL's default is 0.2).
+MAX_VACUUM_SCALE = 0.05
+ADVISED_VACUUM_SCALE = 0.02
 #: Connections an API process may hold (its pool and 4 direct ones for single enqueues).
 API_CONNECTIONS = PG_POOL_SIZE + 4
 
@@ -170,6 +175,24 @@ def _autovacuum(facts: Mapping[str, str]) -> Finding:
             "warn",
             "off: task_runs and runs bloat and their partial indexes stop being cheap",
             "ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();",
+        )
+    server = float(facts.get("autovacuum_vacuum_scale_factor", "0.2"))
+    late = {
+        name[len(PARTITION_SCALE) :]: float(value or server)
+        for name, value in sorted(facts.items())
+        if name.startswith(PARTITION_SCALE) and float(value or server) > MAX_VACUUM_SCALE
+    }
+    if late:
+        shown = ", ".join(f"{name} at {scale:.0%}" for name, scale in late.items())
+        fix = "; ".join(
+            f"ALTER TABLE {name} SET (autovacuum_vacuum_scale_factor = {ADVISED_VACUUM_SCALE})"
+            for name in late
+        )
+        return Finding(
+            "autovacuum",
+            "warn",
+            f"on, but this month's hot partitions are vacuumed only past {shown} dead rows",
+            f"{fix} (each new month too: deploy/README.md, Sizing PostgreSQL)",
         )
     return Finding("autovacuum", "ok", "on")
 

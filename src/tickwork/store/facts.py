@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.ports.facts import DEAD_LETTER_CAP, QueueFact, QueueState, StoreFacts
+from tickwork.store.partitions import month_start, partition_name
 from tickwork.store.schema import runs, task_runs
 
 T = TypeVar("T")
@@ -27,6 +28,7 @@ PG_SETTINGS = (
     "max_wal_size",
     "checkpoint_timeout",
     "autovacuum",
+    "autovacuum_vacuum_scale_factor",
     "max_connections",
     "shared_buffers",
     "jit",
@@ -120,7 +122,29 @@ def server_facts(conn: Connection) -> dict[str, str]:
         found[name] = str(setting)
         if unit:
             found[f"{name}.unit"] = str(unit)  # "8kB", "MB", "s": as pg_settings has it
-    return found
+    return found | _hot_partitions(conn, datetime.now(UTC))
+
+
+#: The partitioned tables every run updates in place (queued, running, finished).
+HOT_TABLES = ("task_runs", "runs")
+#: ``server_facts`` key prefix: ``vacuum_scale_factor:<partition>`` is the partition's own
+#: ``autovacuum_vacuum_scale_factor`` ("" when it has none and the server's applies).
+PARTITION_SCALE = "vacuum_scale_factor:"
+
+
+def _hot_partitions(conn: Connection, now: datetime) -> dict[str, str]:
+    """Each hot table's partition of this month, with its own vacuum scale factor (PostgreSQL
+    takes no storage parameters on a partitioned table: each partition has its own)."""
+    names = [partition_name(table, month_start(now)) for table in HOT_TABLES]
+    rows = conn.execute(
+        sa.text(
+            "SELECT n, (SELECT option_value FROM pg_options_to_table(c.reloptions) "
+            "WHERE option_name = 'autovacuum_vacuum_scale_factor') "
+            "FROM unnest(CAST(:names AS text[])) AS n JOIN pg_class AS c ON c.oid = to_regclass(n)"
+        ),
+        {"names": names},
+    )
+    return {f"{PARTITION_SCALE}{name}": value or "" for name, value in rows}
 
 
 def _aware(value: datetime | None) -> datetime | None:
