@@ -19,9 +19,9 @@ from sqlalchemy.engine import Connection, Engine
 from tickwork.core.model import Job, NewRun, Run, TaskRun, TaskRunState
 from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store import dispatch, migrate, partitions
-from tickwork.store.common import chunked, key_in
+from tickwork.store import sqlite_raw as raw
 from tickwork.store.dialect import InsertOf, Row, RunRows, Statement, Writer, insert_ignoring
-from tickwork.store.rows import run_to_row
+from tickwork.store.rows import run_to_row, task_run_from_row
 from tickwork.store.schema import RUNS_UNIQUE_WHERE, UTCDateTime, attempts, runs, task_runs
 
 S = TaskRunState
@@ -66,8 +66,7 @@ class SqliteDialect:
     def bulk_insert(
         self, conn: Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[Row]
     ) -> None:
-        if rows:
-            conn.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+        raw.insert_rows(conn, table, tuple(columns), rows)
 
     def insert_unique_runs(self, conn: Connection, new_runs: Sequence[NewRun]) -> set[str]:
         # The (job, logical date) uniqueness is a partial unique index of ``runs`` here.
@@ -90,15 +89,25 @@ class SqliteDialect:
         return None
 
     # -- the worker's hot statements -------------------------------------------------------
+    # On the driver's connection (``sqlite_raw``): one primary-key statement per key, which
+    # SQLite runs in microseconds from its statement cache, instead of SQLAlchemy's per-row
+    # processing of one ``IN (…)`` statement.
+    @raw.translated
     def claim(
         self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
     ) -> list[TaskRun]:
-        values: dict[str, Any] = {"state": S.RUNNING.value, "worker_id": worker_id}
-        values |= {"started_at": now, "heartbeat_at": now}
-        won = dispatch.update_returning(conn, keys, task_runs.c.state == S.QUEUED.value, values)
-        dispatch.mark_runs_running(conn, {tr.run_id for tr in won}, now)
-        return won
+        db, stamp = raw.driver(conn), raw.bound(task_runs, ("started_at",), (now,))[0]
+        won = [
+            row
+            for key in keys
+            for row in db.execute(_CLAIM, (worker_id, stamp, stamp, *key)).fetchall()
+        ]
+        claimed = [task_run_from_row(r) for r in raw.decoded(task_runs, _ALL, won)]
+        run_ids = sorted({tr.run_id for tr in claimed})
+        db.executemany(_RUN_RUNNING, [(stamp, run_id) for run_id in run_ids])
+        return claimed
 
+    @raw.translated
     def heartbeat(
         self,
         conn: Connection,
@@ -108,37 +117,26 @@ class SqliteDialect:
         held: Sequence[TaskKey],
     ) -> Beat:
         beat = Beat()
-        found: set[TaskKey] = set()
-        mine = sa.and_(task_runs.c.state == S.RUNNING.value, task_runs.c.worker_id == worker_id)
-        for chunk in chunked(keys):
-            result = conn.execute(
-                sa.update(task_runs)
-                .where(key_in(chunk), mine)
-                .values(heartbeat_at=now)
-                .returning(task_runs.c.id, task_runs.c.attempt, task_runs.c.cancel_requested)
-            )
-            for row in result:
-                found.add((row.id, row.attempt))
-                if row.cancel_requested:
-                    beat.cancelled.add(row.id)
-        for chunk in chunked(held):
-            conn.execute(sa.update(task_runs).where(key_in(chunk), mine).values(started_at=None))
-        beat.abandoned.update(set(keys) - found)
+        db, stamp = raw.driver(conn), raw.bound(task_runs, ("heartbeat_at",), (now,))[0]
+        for task_run_id, attempt in keys:
+            found = db.execute(_BEAT, (stamp, task_run_id, attempt, worker_id)).fetchall()
+            if not found:
+                beat.abandoned.add((task_run_id, attempt))
+            elif found[0][0]:
+                beat.cancelled.add(task_run_id)
+        db.executemany(_HOLD, [(*key, worker_id) for key in held])
         return beat
 
+    @raw.translated
     def lock_running(
         self, conn: Connection, keys: Sequence[TaskKey]
     ) -> Sequence[Mapping[Any, Any]]:
-        found: list[Mapping[Any, Any]] = []  # no lock: this transaction is the only writer
-        for chunk in chunked(keys):
-            query = (
-                sa.select(*_LOCKED, _SIBLINGS)
-                .where(key_in(chunk), task_runs.c.state == S.RUNNING.value)
-                .order_by(task_runs.c.id)
-            )
-            found += conn.execute(query).mappings().all()
-        return found
+        db = raw.driver(conn)  # no lock: this transaction is the only writer
+        found = [row for key in keys for row in db.execute(_LOCK, key).fetchall()]
+        rows = raw.decoded(task_runs, _LOCKED_NAMES, found)
+        return sorted(rows, key=lambda row: str(row["id"]))
 
+    @raw.translated
     def write_outcomes(
         self,
         conn: Connection,
@@ -146,10 +144,10 @@ class SqliteDialect:
         history: Sequence[dict[str, Any]],
         alone: Sequence[dict[str, Any]],
     ) -> None:
-        conn.execute(_COMPLETE, [_params(v) for v in completed])
-        conn.execute(attempts.insert(), list(history))
-        if alone:
-            conn.execute(_SINGLE_RUN, [_params(v) for v in alone])
+        db = raw.driver(conn)
+        db.executemany(_COMPLETE, [_completed(v) for v in completed])
+        raw.insert_rows(conn, attempts, _ATTEMPT, [[h[name] for name in _ATTEMPT] for h in history])
+        db.executemany(_SINGLE_RUN, [_single_run(v) for v in alone])
 
     # -- housekeeping ----------------------------------------------------------------------
     async def maintain(
@@ -177,41 +175,48 @@ class SqliteDialect:
         return None
 
 
-_LOCKED = tuple(task_runs.c[name] for name in dispatch.LOCKED)
-_siblings = sa.alias(task_runs, "siblings")
-_SIBLINGS = (
-    sa.select(sa.func.count())
-    .where(_siblings.c.run_id == task_runs.c.run_id)
-    .scalar_subquery()
-    .label("siblings")
+_ALL = tuple(task_runs.c.keys())
+_CLAIM = (
+    "UPDATE task_runs SET state = 'running', worker_id = ?, started_at = ?, heartbeat_at = ?"
+    f" WHERE id = ? AND attempt = ? AND state = 'queued' RETURNING {', '.join(_ALL)}"
 )
-
-
-def _param(column: sa.Column[Any]) -> sa.BindParameter[Any]:
-    return sa.bindparam(f"p_{column.name}", type_=column.type)
-
-
-def _params(values: dict[str, Any]) -> dict[str, Any]:
-    return {f"p_{name}": value for name, value in values.items()}
-
-
+#: A run holding a running task run is running (``dispatch.mark_runs_running``).
+_RUN_RUNNING = (
+    "UPDATE runs SET state = 'running', started_at = coalesce(started_at, ?),"
+    " finished_at = NULL WHERE id = ?"
+)
+_MINE = "id = ? AND attempt = ? AND state = 'running' AND worker_id = ?"
+_BEAT = f"UPDATE task_runs SET heartbeat_at = ? WHERE {_MINE} RETURNING cancel_requested"
+_HOLD = f"UPDATE task_runs SET started_at = NULL WHERE {_MINE}"
+_LOCKED_NAMES = (*dispatch.LOCKED, "siblings")
+_LOCK = (
+    f"SELECT {', '.join(f't.{name}' for name in dispatch.LOCKED)},"
+    " (SELECT count(*) FROM task_runs s WHERE s.run_id = t.run_id)"
+    " FROM task_runs t WHERE t.id = ? AND t.attempt = ? AND t.state = 'running'"
+)
 _COMPLETE = (
-    sa.update(task_runs)
-    .where(
-        task_runs.c.id == sa.bindparam("p_key_id"),
-        task_runs.c.attempt == sa.bindparam("p_key_attempt"),
-        task_runs.c.state == S.RUNNING.value,
-    )
-    .values({name: _param(task_runs.c[name]) for name in dispatch.COMPLETED_COLUMNS})
+    f"UPDATE task_runs SET {', '.join(f'{n} = ?' for n in dispatch.COMPLETED_COLUMNS)}"
+    " WHERE id = ? AND attempt = ? AND state = 'running'"
+)
+_ATTEMPT = tuple(attempts.c.keys())
+_SINGLE_RUN = (
+    # The run started when its first attempt did; a retry keeps that.
+    "UPDATE runs SET state = ?, started_at = coalesce(started_at, ?), finished_at = ? WHERE id = ?"
 )
 
-_SINGLE_RUN = (
-    sa.update(runs)
-    .where(runs.c.id == sa.bindparam("p_key_id"))
-    .values(
-        state=_param(runs.c.state),
-        # The run started when its first attempt did; a retry keeps that.
-        started_at=sa.func.coalesce(runs.c.started_at, _param(runs.c.started_at)),
-        finished_at=_param(runs.c.finished_at),
-    )
-)
+
+def _completed(values: dict[str, Any]) -> list[Any]:
+    row = [values[name] for name in dispatch.COMPLETED_COLUMNS]
+    return [*raw.bound(task_runs, dispatch.COMPLETED_COLUMNS, row), *_key(values)]
+
+
+def _key(values: dict[str, Any]) -> tuple[str, int]:
+    return values["key_id"], values["key_attempt"]
+
+
+def _single_run(values: dict[str, Any]) -> list[Any]:
+    row = [values["state"], values["started_at"], values["finished_at"]]
+    return [*raw.bound(runs, _RUN_OUTCOME, row), values["key_id"]]
+
+
+_RUN_OUTCOME = ("state", "started_at", "finished_at")
