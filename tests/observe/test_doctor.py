@@ -60,7 +60,8 @@ def test_postgres_settings_far_off_are_warned_with_the_fix() -> None:
         for f in postgres_findings(GOOD | {"max_wal_size": "1024"}, [], 1)
         if f.check == "max_wal_size"
     ]
-    assert "max_wal_size" in wal.fix and wal.message.startswith("1024 MB")
+    assert wal.message.startswith("1024 MB")
+    assert "max_wal_size = '8GB'" in wal.fix and "checkpoint_timeout = '15min'" in wal.fix
 
 
 def test_hot_partitions_vacuumed_late_are_warned_by_name() -> None:
