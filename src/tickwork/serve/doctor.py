@@ -197,7 +197,7 @@ def _autovacuum(facts: Mapping[str, str]) -> Finding:
             "autovacuum",
             "warn",
             f"on, but this month's hot partitions are vacuumed only past {shown} dead rows",
-            f"{fix} (each new month too: deploy/README.md, Sizing PostgreSQL)",
+            f"{fix} (and the months ahead: deploy/README.md, Sizing PostgreSQL)",
         )
     return Finding("autovacuum", "ok", "on")
 

@@ -137,6 +137,7 @@ def create_months(conn: Connection, months: Sequence[datetime]) -> list[str]:
     created: list[str] = []
     for table in PARTITIONED:
         have = set(partition_months(conn, table))
+        options = _storage_options(conn, partition_name(table, max(have))) if have else None
         for month in months:
             if month in have:
                 continue
@@ -144,6 +145,9 @@ def create_months(conn: Connection, months: Sequence[datetime]) -> list[str]:
                 with conn.begin_nested():
                     for statement in attach_partition_ddl(table, month):
                         conn.exec_driver_sql(statement)
+                    if options:
+                        name = partition_name(table, month)
+                        conn.exec_driver_sql(f"ALTER TABLE {name} SET ({options})")
             except sa.exc.DBAPIError as exc:
                 if "would be violated" not in str(exc.orig):
                     raise
@@ -151,6 +155,17 @@ def create_months(conn: Connection, months: Sequence[datetime]) -> list[str]:
                 continue
             created.append(partition_name(table, month))
     return created
+
+
+def _storage_options(conn: Connection, partition: str) -> str | None:
+    """``partition``'s storage parameters (e.g. the per-partition autovacuum settings of
+    deploy/README.md), as ``SET (…)`` takes them: a new month takes the newest month's, as
+    PostgreSQL takes none on the partitioned table for its partitions to inherit."""
+    options = conn.execute(
+        sa.text("SELECT reloptions FROM pg_class WHERE oid = to_regclass(:name)"),
+        {"name": partition},
+    ).scalar()
+    return ", ".join(options) if options else None
 
 
 def drop_month(conn: Connection, month: datetime) -> MonthDrop:
