@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from peers.contender import Info, Latency, Services, Throughput, latency
+from peers.cost import Snapshot, per_job, scaled
 from peers.infra import Proc, ensure_venv, pg_database, venv_packages
 from peers.records import Records, first_starts
 
 PEERSIDE = Path(__file__).resolve().parent / "peerside"
 WARM_JOBS = 20
+IDLE_S = float(os.environ.get("PEERBENCH_IDLE_S", "5"))  # idle cost measured before W2
 
 
 @dataclass(frozen=True)
@@ -144,21 +146,39 @@ class PeerContender:
             duplicates=dups,
         )
 
+    def _roles(self) -> dict[str, list[int]]:
+        """Process kinds and their root pids, for the cost of a workload (descendants count)."""
+        return {"workers": [proc.popen.pid for proc in self.workers]}
+
+    def _counters(self) -> dict[str, float]:
+        """Other cumulative counters to report per job (tickwork: PostgreSQL transactions)."""
+        return {}
+
+    def _snapshot(self) -> Snapshot:
+        port = int(self.services.redis_url.rsplit(":", 1)[1].split("/")[0])
+        return Snapshot.take(self._roles(), port, self._counters())
+
     def w2(self, rate: float, seconds: float) -> Latency:
         time.sleep(1.0)  # idle workers, as a steady trickle would find them
+        idle = self._snapshot()
+        time.sleep(IDLE_S)  # what doing nothing costs: heartbeats, polls, timers
+        before = self._snapshot()
+        idle_cost = per_job(idle, before, 1)
         mark = self.records.count()
         out = self._produce("w2", rate, seconds)
         enqueued: list[int] = out["enqueue_ns"]
         n = len(enqueued)
         self.records.wait(mark, n, timeout=120, stall=60, check=self._alive)
+        cost = per_job(before, self._snapshot(), max(n, 1))  # the producer's own cost is not in
         starts, dups = first_starts(self.records.read(mark), "w2")
         values = [(ns - enqueued[i]) / 1e6 for i, ns in starts.items()]
         # The producer is paced but sequential: a submit call slower than 1/rate lowers the
         # rate actually offered (the latency of each job still counts from its own submit).
         offered = round(n / out["submit_s"], 1) if out["submit_s"] > 0 else 0.0
         return latency(
-            values, lost=n - len(starts), duplicates=dups, rate=rate, offered_per_s=offered
-        )
+            values, lost=n - len(starts), duplicates=dups, rate=rate, offered_per_s=offered,
+            cost=cost, idle_per_s=scaled(idle_cost, 1 / IDLE_S) | {"seconds": IDLE_S},
+        )  # fmt: skip
 
     def w3(self, n: int) -> Latency:
         mark = self.records.count()

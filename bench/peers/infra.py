@@ -187,6 +187,8 @@ def pg_database(host: str, port: int, user: str, name: str) -> Iterator[None]:
     """CREATE a fresh database and DROP it (WITH FORCE) afterwards, whatever happened."""
     psql(host, port, user, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     psql(host, port, user, f'CREATE DATABASE "{name}"')
+    if os.environ.get("PEERBENCH_PG_LOG_STATEMENTS"):  # every statement in the server log
+        psql(host, port, user, f"ALTER DATABASE \"{name}\" SET log_statement = 'all'")
     try:
         yield
     finally:

@@ -69,3 +69,30 @@ def configs(results: list[dict[str, Any]]) -> str:
         cells = [r["name"], info.get("config", "?"), w1.get("bulk", "n/a")]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
+
+
+def costs(results: list[dict[str, Any]]) -> str:
+    """W2's cost per job (CPU and wake-ups of every process kind, Redis included) and what
+    the same processes cost idle per second before it (bench/peers/cost.py)."""
+    lines = [
+        "| contender | W2 offered jobs/s | W2 CPU µs/job (total; by role) | W2 wake-ups/job "
+        "| idle CPU ms/s | idle wake-ups/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        extra = (r.get("w2") or {}).get("extra") or {}
+        cost, idle = extra.get("cost"), extra.get("idle_per_s")
+        if not cost or not idle:
+            continue
+        cpu = cost["cpu_us"]
+        roles = ", ".join(f"{k} {_num(v)}" for k, v in cpu.items() if k != "total")
+        cells = [
+            r["name"],
+            _num(extra.get("offered_per_s")),
+            f"**{_num(cpu['total'])}**; {roles}",
+            _num(cost["wakeups"]["total"]),
+            _num(idle["cpu_us"]["total"] / 1000),
+            _num(idle["wakeups"]["total"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -33,7 +33,7 @@ import peers.catalog  # (registers the peers)
 import peers.tickwork  # noqa: F401  (registers tickwork's distributed mode)
 from peers.contender import DEFAULT, REGISTRY, Services
 from peers.infra import Procs, exit_on_signals, psql, redis_command, redis_server
-from peers.report import configs, table
+from peers.report import configs, costs, table
 
 BENCH = Path(__file__).resolve().parents[1]
 
@@ -143,7 +143,7 @@ def finish(meta: dict[str, Any], results: list[dict[str, Any]], out_dir: Path) -
     after = machine()
     meta["uptime_after"], meta["loadavg_after"] = after["uptime"], after["loadavg"]
     (out_dir / "run.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
-    text = f"{table(results)}\n\n{configs(results)}\n"
+    text = f"{table(results)}\n\n{costs(results)}\n\n{configs(results)}\n"
     (out_dir / "table.md").write_text(text)
     print(f"\nload before: {meta['uptime']}\nload after:  {meta['uptime_after']}")
     print(f"{meta['redis_server']}; PostgreSQL {meta['postgres']}; results in {out_dir}\n")

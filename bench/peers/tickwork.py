@@ -106,6 +106,8 @@ class TickworkContender(PeerContender):
         env = super()._env(venv)
         env["TICKWORK_PORT"] = str(free_port())
         env["TICKWORK_DATA_DIR"] = str(self.dir / "data")
+        if src := os.environ.get("PEERBENCH_TW_SRC"):  # another checkout's src/ (baselines)
+            env["PYTHONPATH"] = f"{src}{os.pathsep}{env['PYTHONPATH']}"
         return env
 
     def _sql(self, sql: str) -> list[list[str]]:
@@ -148,6 +150,19 @@ class TickworkContender(PeerContender):
         kind = {"client backend": "client", "autovacuum worker": "autovacuum"}
         out |= {f"pg-{row[0]}-{kind.get(row[1], 'other')}": _proc_cpu(int(row[0])) for row in pids}
         return out
+
+    def _roles(self) -> dict[str, list[int]]:
+        """scheduler, workers (with their python task processes), API, PostgreSQL backends."""
+        pids = [proc.popen.pid for proc in self.workers]
+        db = self.env["PEERBENCH_PG_DB"]
+        backends = self._sql(f"SELECT pid FROM pg_stat_activity WHERE datname = '{db}'")
+        return {"scheduler": pids[:1], "worker": pids[1:-1], "api": pids[-1:],
+                "pg": [int(row[0]) for row in backends]}  # fmt: skip
+
+    def _counters(self) -> dict[str, float]:
+        db = self.env["PEERBENCH_PG_DB"]
+        sql = f"SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '{db}'"
+        return {"pg_transactions": float(self._sql(sql)[0][0])}
 
     def _cpu_per_job(self, before: dict[str, float], n: int) -> dict[str, float]:
         """CPU µs per job of each role since ``before`` (workers and PostgreSQL summed)."""
