@@ -295,7 +295,9 @@ class SqlStore(SqlViews):
     async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
         if not keys:
             return []
-        return await self._write(lambda conn: dispatch.claim(conn, self._d, keys, worker_id, now))
+        return await self._write_alone(
+            lambda conn: dispatch.claim(conn, self._d, keys, worker_id, now)
+        )
 
     async def heartbeat(
         self,
@@ -307,7 +309,7 @@ class SqlStore(SqlViews):
     ) -> Beat:
         if not keys:
             return Beat()
-        return await self._write(
+        return await self._write_alone(  # one statement on PostgreSQL (SQLite: a transaction)
             lambda conn: dispatch.heartbeat(conn, self._d, keys, worker_id, now, held=held)
         )
 

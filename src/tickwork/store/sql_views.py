@@ -109,7 +109,7 @@ class SqlViews(SqlTransactions):
     async def worker_heartbeat(
         self, worker_id: str, now: datetime, running: int, stopped: bool = False
     ) -> None:
-        await self._write(
+        await self._write_alone(
             lambda conn: workers.worker_heartbeat(conn, worker_id, now, running, stopped)
         )
 
