@@ -25,7 +25,7 @@ from tickwork.core.model import Outcome, TaskRunState
 from tickwork.observe.facts import FactsSource
 from tickwork.observe.health import Health
 from tickwork.ports import Completion, Store
-from tickwork.scheduler.loop import Scheduler
+from tickwork.scheduler.loop import Scheduler, SchedulerConfig
 from tickwork.security.files import private_dir
 from tickwork.store.pg_listen import EnqueueListener
 from tickwork.worker.pool import WorkerPool
@@ -81,6 +81,21 @@ class Embedded:
 def embedded_queues(settings: Settings) -> tuple[str, ...]:
     """The queues `tickwork up` takes: ``--queues``, else every queue (``*``)."""
     return settings.queues_for((EVERY_QUEUE,))
+
+
+#: Seconds of upcoming work `tickwork up`'s scheduler hands to its in-process broker ahead of
+#: time (``SchedulerConfig.window``). Without (0, before), every task run waited for a
+#: scheduler pass at its instant: reads, a write and the pass's other work (housekeeping every
+#: 2 s) between the instant and the claim, so `at` jobs started tens of ms late, and more
+#: under load (bench/README.md, "W3"). With it the broker's timer delivers the run at its
+#: instant and the claim is the only write left. Short, unlike the distributed 300 s: the
+#: broker keeps these in memory, and cron fires are created this far ahead.
+EMBEDDED_WINDOW = 10.0
+
+
+def embedded_scheduler(settings: Settings) -> SchedulerConfig:
+    """The scheduler's settings in `tickwork up`."""
+    return SchedulerConfig(cron_spread=settings.cron_spread, window=EMBEDDED_WINDOW)
 
 
 def embedded_id() -> str:

@@ -68,6 +68,7 @@ from tickwork.serve.embedded import (
     bootstrap_token,
     embedded_id,
     embedded_queues,
+    embedded_scheduler,
     lock_data_dir,
     recover_orphans,
     wake_if_needed,
@@ -282,7 +283,7 @@ def wire(
         hooks = _embedded_hooks(store, guard, clock, cipher)
     scheduler = Scheduler(
         store, broker, clock=clock, rand=random.random, make_id=new_id, hooks=hooks,
-        config=scheduler_config or SchedulerConfig(cron_spread=settings.cron_spread),
+        config=scheduler_config or embedded_scheduler(settings),
         listen=listener.run if listener else None,
     )  # fmt: skip
     # Secrets are resolved (and masked in output) around every runner.
