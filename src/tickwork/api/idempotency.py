@@ -112,8 +112,13 @@ class IdempotentRoute(APIRoute):
             extra = self.openapi_extra or {}
             self.openapi_extra = {**extra, "parameters": [_HEADER_DOC]}
 
-    def get_route_handler(self) -> Handler:
+    def request_handler(self) -> Handler:
+        """The handler of a request whose key (if any) is pending: FastAPI's."""
         handler: Handler = super().get_route_handler()
+        return handler
+
+    def get_route_handler(self) -> Handler:
+        handler = self.request_handler()
         if self.name not in IDEMPOTENT_ROUTES:
             return handler
         status = self.status_code or 200
