@@ -1,0 +1,112 @@
+"""The SDK keeps its connections alive and pooled, against a real HTTP server (uvicorn on a
+loopback socket, the API app over the test store): the server counts the TCP connections the
+requests came on."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from tests.api.conftest import cron_job
+from tickwork.sdk import AsyncClient, Client
+
+IN_FLIGHT = 32
+
+
+class Connections:
+    """ASGI wrapper: the client address of every HTTP request (one per connection); with a
+    ``gate``, each request waits until that many are in the app at once."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.peers: set[tuple[str, int]] = set()
+        self.requests = 0
+        self.gate = 0
+        self._inside = 0
+        self._full = asyncio.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.peers.add(tuple(scope["client"]))
+            self.requests += 1
+            if self.gate:
+                await self._wait_for_all()
+        await self.app(scope, receive, send)
+
+    async def _wait_for_all(self) -> None:
+        self._inside += 1
+        if self._inside >= self.gate:
+            self._full.set()
+        async with asyncio.timeout(30):
+            await self._full.wait()
+        self._inside -= 1
+        if self._inside == 0:
+            self._full.clear()
+
+
+@pytest.fixture
+async def served(app: FastAPI, api: httpx2.AsyncClient) -> AsyncIterator[tuple[str, Connections]]:
+    r = await api.post("/api/v1/jobs", json=cron_job("work"))
+    assert r.status_code == 201, r.text
+    counted = Connections(app)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(counted, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}", counted
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+async def test_async_client_has_32_in_flight_and_reuses_their_connections(
+    served: tuple[str, Connections], admin_token: str
+) -> None:
+    url, counted = served
+    counted.gate = IN_FLIGHT  # every burst must be in the server at once to pass the gate
+    async with AsyncClient(url, token=admin_token) as tw:
+        for _ in range(4):
+            done = await asyncio.gather(*(tw.enqueue("work") for _ in range(IN_FLIGHT)))
+            assert len({e["run_id"] for e in done}) == IN_FLIGHT
+    assert counted.requests == 4 * IN_FLIGHT
+    assert len(counted.peers) == IN_FLIGHT  # the later bursts opened none
+
+
+async def test_client_sends_every_call_on_one_connection(
+    served: tuple[str, Connections], admin_token: str
+) -> None:
+    url, counted = served
+
+    def produce() -> None:
+        with Client(url, token=admin_token) as tw:
+            for _ in range(100):
+                tw.enqueue("work")
+
+    await asyncio.to_thread(produce)
+    assert counted.requests == 100
+    assert len(counted.peers) == 1
+
+
+async def test_max_connections_bounds_the_requests_in_flight(
+    served: tuple[str, Connections], admin_token: str
+) -> None:
+    url, counted = served
+    async with AsyncClient(url, token=admin_token, max_connections=4) as tw:
+        await asyncio.gather(*(tw.enqueue("work") for _ in range(40)))
+    assert counted.requests == 40
+    assert len(counted.peers) <= 4
