@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -99,12 +101,8 @@ def measure(args: argparse.Namespace, url: str, token: str, pid: int) -> None:
               f"wall {wall / args.bulk * 1e6:.1f} µs/run ({args.bulk} runs)")  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=2000, help="single submits")
-    parser.add_argument("--bulk", type=int, default=20000, help="runs submitted in batches")
-    parser.add_argument("--batch", type=int, default=5000, help="runs per enqueue batch")
-    parser.add_argument("--mode", choices=["enqueue", "jobs"], default="enqueue")
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``serving``: where PostgreSQL and Redis are, and the server's code."""
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument(
@@ -112,7 +110,12 @@ def main() -> None:
         help="PYTHONPATH of the server processes only, e.g. the src/ of a baseline checkout "
         "(`git archive <rev> src | tar -x -C DIR`) to measure before/after in one session",
     )
-    args = parser.parse_args()
+
+
+@contextmanager
+def serving(args: argparse.Namespace) -> Iterator[tuple[str, str, int]]:
+    """A real ``tickwork api`` on a fresh database: ``(url, admin token, pid)``; the
+    database and the Redis keys are dropped afterwards."""
     db = f"bench_api_submit_{os.getpid()}"
     with psycopg.connect(args.pg, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{db}"')
@@ -138,7 +141,7 @@ def main() -> None:
             url = f"http://127.0.0.1:{port}"
             wait_ready(url, time.monotonic() + 60)
             print(f"API pid {api.pid}", file=sys.stderr, flush=True)
-            measure(args, url, token, api.pid)
+            yield url, token, api.pid
     finally:
         if api is not None:
             api.terminate()
@@ -150,6 +153,18 @@ def main() -> None:
         if keys:
             client.delete(*keys)
         client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2000, help="single submits")
+    parser.add_argument("--bulk", type=int, default=20000, help="runs submitted in batches")
+    parser.add_argument("--batch", type=int, default=5000, help="runs per enqueue batch")
+    parser.add_argument("--mode", choices=["enqueue", "jobs"], default="enqueue")
+    add_server_options(parser)
+    args = parser.parse_args()
+    with serving(args) as (url, token, pid):
+        measure(args, url, token, pid)
 
 
 if __name__ == "__main__":

@@ -257,6 +257,8 @@ SPECS = [
     spec("tickwork-sync", "noop", 2, default=False),
     spec("tickwork-1req", "anoop", 1, default=False),
     spec("tickwork-jobs", "anoop", 2, default=False, submit="jobs"),
+    # W1 per job, as the peers submit it: one producer thread calling enqueue per job.
+    spec("tickwork-each", "anoop", 1, default=False, submit="each"),
     spec("tickwork-rabbitmq", "anoop", 2, default=False, broker=RABBITMQ),
 ]
 for _spec in SPECS:

@@ -13,6 +13,8 @@ Work goes through the public SDK (``tickwork.Client``, i.e. the HTTP API), in on
   submit with ``{"tag": …, "i": …}`` as params. W1 ``enqueue_many`` (``POST
   /api/v1/jobs/{name}/runs/batch``, 5,000 runs per request, ``PEERBENCH_TW_INFLIGHT`` requests
   in flight), W2 one ``enqueue`` (``POST /api/v1/jobs/{name}/runs``) per job.
+- ``each``: as ``enqueue``, but W1 too sends one ``enqueue`` per job, as the peers' W1 does
+  (``task.delay`` per job), from ``PEERBENCH_TW_INFLIGHT`` threads.
 - ``jobs``: a job per submit, named ``<tag>-<i>``: W1 ``create_jobs`` (``POST /api/v1/jobs/batch``,
   1,000 jobs per request), W2 one ``create_job`` (``POST /api/v1/jobs``) per job.
 
@@ -44,10 +46,16 @@ RUN_BATCH = 5000  # the enqueue batch endpoint's maximum
 INFLIGHT = int(os.environ.get("PEERBENCH_TW_INFLIGHT", "2"))
 TASK = os.environ.get("PEERBENCH_TW_TASK", "noop")
 SUBMIT = os.environ.get("PEERBENCH_TW_SUBMIT", "enqueue")
-if SUBMIT not in ("enqueue", "jobs"):
-    raise SystemExit(f"PEERBENCH_TW_SUBMIT must be enqueue or jobs, not {SUBMIT!r}")
+if SUBMIT not in ("enqueue", "each", "jobs"):
+    raise SystemExit(f"PEERBENCH_TW_SUBMIT must be enqueue, each or jobs, not {SUBMIT!r}")
+#: ``each``: W1 as the peers submit it, one ``enqueue`` (``POST /api/v1/jobs/{name}/runs``) per
+#: job, ``INFLIGHT`` threads each with its own client (1: the peers' one producer thread).
+ONE_RUN = SUBMIT == "each"
+ENQUEUES = SUBMIT in ("enqueue", "each")
 BULK = (
-    f"SDK enqueue_many (POST /api/v1/jobs/{{name}}/runs/batch), {RUN_BATCH} runs per request, "
+    f"none: SDK enqueue per job (POST /api/v1/jobs/{{name}}/runs), {INFLIGHT} thread(s)"
+    if ONE_RUN
+    else f"SDK enqueue_many (POST /api/v1/jobs/{{name}}/runs/batch), {RUN_BATCH} runs per request, "
     f"{INFLIGHT} request(s) in flight"
     if SUBMIT == "enqueue"
     else f"SDK create_jobs (POST /api/v1/jobs/batch), {BATCH} jobs per request, "
@@ -110,7 +118,7 @@ class Client:
     def __init__(self) -> None:
         wait_ready()
         self._clients = [SdkClient(_url(), token=_token(), timeout=120.0) for _ in range(INFLIGHT)]
-        if SUBMIT == "enqueue":
+        if ENQUEUES:
             for tag in ENQUEUED_TAGS:  # before any timing starts
                 self._clients[0].apply_job(workload_job(tag))
                 self._clients[0].pause(f"{tag}-jobs")
@@ -126,6 +134,10 @@ class Client:
             list(pool.map(each, range(INFLIGHT)))
 
     def submit_bulk(self, tag: str, ids: range) -> None:
+        if ONE_RUN:
+            lanes = [list(ids[k::INFLIGHT]) for k in range(INFLIGHT)]
+            self._in_flight(lambda c, lane: [self._enqueue(c, tag, i) for i in lane], lanes)
+            return
         if SUBMIT == "enqueue":
             params = [{"tag": tag, "i": i} for i in ids]
             runs = [params[s : s + RUN_BATCH] for s in range(0, len(params), RUN_BATCH)]
@@ -135,9 +147,13 @@ class Client:
         batches = [jobs[s : s + BATCH] for s in range(0, len(jobs), BATCH)]
         self._in_flight(lambda c, chunk: c.create_jobs(chunk, allow_past=True), batches)
 
+    @staticmethod
+    def _enqueue(client: SdkClient, tag: str, i: int) -> None:
+        client.enqueue(f"{tag}-jobs", {"tag": tag, "i": i})
+
     def submit(self, tag: str, i: int) -> None:
-        if SUBMIT == "enqueue":
-            self._clients[0].enqueue(f"{tag}-jobs", {"tag": tag, "i": i})
+        if ENQUEUES:
+            self._enqueue(self._clients[0], tag, i)
         else:
             self._clients[0].create_job(job(tag, i, NOW))
 

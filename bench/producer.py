@@ -1,0 +1,78 @@
+"""Producer throughput: per-job ``enqueue`` calls through the SDK to a real ``tickwork api``.
+
+    .venv/bin/python bench/producer.py [--runs 3000] [--in-flight 32] [--server-path DIR]
+
+Starts ``tickwork api`` on a fresh PostgreSQL database and Redis (as ``bench/api_submit.py``
+does, dropped afterwards), applies a job with a params contract, then measures, one after the
+other: one thread calling ``Client.enqueue`` in a loop, and one ``AsyncClient`` keeping
+``--in-flight`` ``enqueue`` calls in flight. Each call returns once its run is stored. For each:
+jobs/s (wall), the API process's CPU per job and this (client) process's CPU per job. No worker
+runs: the runs stay queued.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from api_submit import NEVER, TASK, add_server_options, cpu_s, serving
+
+from tickwork.sdk import AsyncClient, Client, JobInput
+
+JOB = "produce"
+
+
+def report(what: str, runs: int, pid: int, go: Callable[[], None]) -> None:
+    api0, me0, t0 = cpu_s(pid), time.process_time(), time.perf_counter()
+    go()
+    wall, api, me = time.perf_counter() - t0, cpu_s(pid) - api0, time.process_time() - me0
+    per = 1e6 / runs
+    print(f"{what}: {runs / wall:,.0f} jobs/s, API CPU {api * per:,.0f} µs/job, "
+          f"client CPU {me * per:,.0f} µs/job ({runs} jobs, {wall:.1f} s)", flush=True)  # fmt: skip
+
+
+def one_thread(url: str, token: str, runs: int) -> None:
+    with Client(url, token=token, timeout=60.0) as tw:
+        for i in range(runs):
+            tw.enqueue(JOB, {"i": i})
+
+
+async def in_flight(url: str, token: str, runs: int, width: int) -> None:
+    left = iter(range(runs))
+
+    async def lane(tw: AsyncClient) -> None:
+        for i in left:  # the lanes share one iterator: each takes the next number
+            await tw.enqueue(JOB, {"i": i})
+
+    async with AsyncClient(url, token=token, timeout=60.0, max_connections=width) as tw:
+        await asyncio.gather(*(lane(tw) for _ in range(width)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3000, help="enqueue calls per measure")
+    parser.add_argument("--in-flight", type=int, default=32, help="AsyncClient's calls at once")
+    add_server_options(parser)
+    args = parser.parse_args()
+    with serving(args) as (url, token, pid):
+        params = {"properties": {"i": {"type": "integer"}}}
+        with Client(url, token=token) as tw:
+            tw.apply_job(cast(JobInput, {"name": JOB, "schedule": NEVER, "task": TASK,
+                                         "params": params}))  # fmt: skip
+        one_thread(url, token, 200)  # warm-up: connections, the job cache, prepared statements
+        report("Client.enqueue, one thread", args.runs, pid,
+               lambda: one_thread(url, token, args.runs))  # fmt: skip
+        width = args.in_flight
+        report(f"AsyncClient.enqueue, {width} in flight", args.runs, pid,
+               lambda: asyncio.run(in_flight(url, token, args.runs, width)))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
