@@ -5,7 +5,9 @@
 Starts ``tickwork api`` on a fresh PostgreSQL database and Redis (as ``bench/api_submit.py``
 does, dropped afterwards), applies a job with a params contract, then measures, one after the
 other: one thread calling ``Client.enqueue`` in a loop, and one ``AsyncClient`` keeping
-``--in-flight`` ``enqueue`` calls in flight. Each call returns once its run is stored. For each:
+``--in-flight`` ``enqueue`` calls in flight (each returns once its run is stored), and the
+opt-in batching ``Producer`` (``tickwork.sdk.producer``: calls gathered for ``--linger``
+seconds into ``enqueue_many`` requests, all stored when it closes). For each:
 jobs/s (wall), the API process's CPU per job and this (client) process's CPU per job. No worker
 runs: the runs stay queued.
 """
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api_submit import NEVER, TASK, add_server_options, cpu_s, serving
 
 from tickwork.sdk import AsyncClient, Client, JobInput
+from tickwork.sdk.producer import Producer
 
 JOB = "produce"
 
@@ -44,6 +47,12 @@ def one_thread(url: str, token: str, runs: int) -> None:
             tw.enqueue(JOB, {"i": i})
 
 
+def batching(url: str, token: str, runs: int, linger: float) -> None:
+    with Client(url, token=token, timeout=60.0) as tw, Producer(tw, linger=linger) as producer:
+        futures = [producer.enqueue(JOB, {"i": i}) for i in range(runs)]
+    assert all(f.result() for f in futures)  # close() flushed: every run is stored
+
+
 async def in_flight(url: str, token: str, runs: int, width: int) -> None:
     left = iter(range(runs))
 
@@ -59,6 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3000, help="enqueue calls per measure")
     parser.add_argument("--in-flight", type=int, default=32, help="AsyncClient's calls at once")
+    parser.add_argument("--linger", type=float, default=0.005, help="the Producer's, seconds")
     add_server_options(parser)
     args = parser.parse_args()
     with serving(args) as (url, token, pid):
@@ -72,6 +82,9 @@ def main() -> None:
         width = args.in_flight
         report(f"AsyncClient.enqueue, {width} in flight", args.runs, pid,
                lambda: asyncio.run(in_flight(url, token, args.runs, width)))  # fmt: skip
+        linger = args.linger
+        report(f"Producer (opt-in batching, linger {linger * 1e3:g} ms), one thread", args.runs,
+               pid, lambda: batching(url, token, args.runs, linger))  # fmt: skip
 
 
 if __name__ == "__main__":
