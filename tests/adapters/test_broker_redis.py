@@ -149,6 +149,27 @@ async def test_a_message_wakes_one_waiting_consumer_and_arrives_with_the_wake_up
         await raw.aclose()
 
 
+async def test_idle_polls_that_time_out_run_no_script_and_still_see_a_message(
+    private_redis: PrivateRedis,
+) -> None:
+    raw = aioredis.Redis.from_url(private_redis.url, decode_responses=True)
+    idle = RedisStreamsBroker(private_redis.url, prefix="poll")
+    publisher = RedisStreamsBroker(private_redis.url, prefix="poll")
+    try:
+        assert await idle.consume(["default"], 10, 0.05) == []  # takes once, then blocks
+        scripts = await _script_calls(raw)
+        for _ in range(5):  # a worker's fetch loop, idle: each call times out
+            assert await idle.consume(["default"], 10, 0.05) == []
+        assert await _script_calls(raw) == scripts
+        await publisher.publish([d("late")])
+        got = await idle.consume(["default"], 10, 5.0)
+        assert [x.task_run_id for x in got] == ["late"]
+    finally:
+        for broker in (idle, publisher):
+            await broker.close()
+        await raw.aclose()
+
+
 async def test_a_message_read_for_a_queue_no_longer_asked_goes_back(brokers: Factory) -> None:
     fickle, other = brokers(), brokers()
     waiter = asyncio.create_task(fickle.consume(["a"], 10, 0.3))

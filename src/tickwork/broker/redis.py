@@ -257,11 +257,11 @@ class RedisStreamsBroker:
                 if step.taken:  # only malformed entries, now dropped: look again
                     continue
                 newest = step.newest
-            self._fresh = None
             now = time.monotonic()
             remaining = deadline - now
-            if remaining <= 0:
+            if remaining <= 0:  # (freshness kept: the reads in flight still see what is new)
                 return []
+            self._fresh = None
             wait = min(remaining, self._due_at - now, max(self._next_reclaim - now, 0.0))
             await self._wait(layout, newest, wait, max_items)
 
@@ -390,6 +390,8 @@ class RedisStreamsBroker:
             self._received += received
             if wake.task not in done and group.task.exception() is None:
                 self._fresh = group.keys
+        elif not done:  # timed out, both reads still blocking: they see anything new, so the
+            self._fresh = group.keys  # next call need not run the script (an idle poll less)
 
     async def _watch_streams(self, layout: _Layout, max_items: int) -> _GroupRead:
         current = self._group_read
