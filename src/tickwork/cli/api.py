@@ -80,4 +80,4 @@ def _serve_distributed(ctx: typer.Context, role: ApiRole, settings: Settings) ->
     from tickwork.serve.wiring import build_api
 
     with reported_errors():
-        run_process(settings, lambda process: build_api(process, role.value))
+        run_process(settings, lambda process: build_api(process, role.value), kind="api")

@@ -23,6 +23,7 @@ from tickwork.observe import tracing
 from tickwork.observe.logs import configure_logging
 from tickwork.runtime.supervisor import supervise
 from tickwork.serve.tuning import tune_gc
+from tickwork.store.engine import name_sessions
 
 log = logging.getLogger("tickwork")
 
@@ -88,12 +89,18 @@ class Process:
         await asyncio.Event().wait()  # stopping: the stop steps decide when all is done
 
 
-def run_process(settings: Settings, build: Callable[[Process], Awaitable[None]]) -> None:
+def run_process(
+    settings: Settings, build: Callable[[Process], Awaitable[None]], kind: str | None = None
+) -> None:
     """Blocking entry point of every process: ``build`` it, run it until SIGINT/SIGTERM.
+    ``kind`` (default: ``build``'s name without ``build_``) names the process kind in traces
+    (``tickwork-<kind>``) and in PostgreSQL's ``pg_stat_activity`` (``application_name``).
 
     The first signal runs the stop steps; a second one ends the process at once."""
+    kind = kind or build.__name__.removeprefix("build_")
     configure_logging(settings.log_format)  # alembic's line per migration is quiet too
-    tracing.configure(build.__name__.removeprefix("build_"))  # OTEL_*; off by default
+    name_sessions(kind)
+    tracing.configure(kind)  # OTEL_*; off by default
     tune_gc()  # the server stack is imported by now: its objects are frozen out of collections
     try:
         asyncio.run(serve(settings, build))

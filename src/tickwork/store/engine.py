@@ -97,7 +97,7 @@ def create_engines(url: str) -> Engines:
     """Engines for ``url`` (see :func:`normalize_url`), configured for tickwork's workload."""
     parsed = normalize_url(url)
     if parsed.drivername == POSTGRES:
-        parsed = without_jit(parsed)
+        parsed = named(without_jit(parsed))
         # LIFO: at low load the few connections in use stay warm and skip the idle ping.
         engine = create_engine(parsed, pool_size=PG_POOL_SIZE, max_overflow=0, pool_use_lifo=True)
         _ping_when_idle(engine)
@@ -119,6 +119,24 @@ def create_engines(url: str) -> Engines:
 #: index-bound lookups, and a plan whose estimate crosses ``jit_above_cost`` (a LIMIT 1 over a
 #: large partial index can) was JIT-compiled on every call: 2 s, of which 2 s compiling.
 PG_OPTIONS = "-c jit=off"
+
+
+#: ``application_name`` of this process's PostgreSQL sessions (``pg_stat_activity`` shows
+#: which process kind holds a connection): ``tickwork-<kind>`` once the process says its kind.
+_application_name = "tickwork"
+
+
+def name_sessions(kind: str) -> None:
+    """Name the PostgreSQL sessions this process opens from now on ``tickwork-<kind>``."""
+    global _application_name
+    _application_name = f"tickwork-{kind}"
+
+
+def named(url: URL) -> URL:
+    """``url`` with this process's ``application_name``, unless the URL gives its own."""
+    if "application_name" in url.query:
+        return url
+    return url.update_query_dict({"application_name": _application_name})
 
 
 def without_jit(url: URL) -> URL:
