@@ -102,11 +102,11 @@ def _missed(conn: Connection, since: datetime) -> int:
 
 
 def schema_revision(conn: Connection) -> str | None:
-    try:
-        with conn.begin_nested():
-            row = conn.execute(sa.text("SELECT version_num FROM alembic_version")).first()
-    except sa.exc.DBAPIError:  # no table yet: never migrated
-        return None
+    # Asked first, not caught: reads run in autocommit on PostgreSQL, where no savepoint can
+    # contain the error of a missing table.
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return None  # never migrated
+    row = conn.execute(sa.text("SELECT version_num FROM alembic_version")).first()
     return None if row is None else str(row[0])
 
 
