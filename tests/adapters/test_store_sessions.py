@@ -1,6 +1,6 @@
 """PostgreSQL sessions say which tickwork process holds them: ``application_name`` is
 ``tickwork-<kind>`` (``pg_stat_activity`` then counts connections per process kind, as
-deploy/README.md's sizing advice does), unless the database URL names its own."""
+deploy/README.md's sizing advice does), unless the database URL or libpq's ``PGAPPNAME`` names its own."""
 
 from __future__ import annotations
 
@@ -41,6 +41,17 @@ async def test_a_name_in_the_url_is_kept(pg_url: str, scheduler_process: None) -
     store = await open_store(f"{pg_url}{separator}application_name=billing-app")
     try:
         assert await _application_name(store) == "billing-app"
+    finally:
+        await store.close()
+
+
+async def test_a_name_in_the_environment_is_kept(
+    pg_url: str, scheduler_process: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGAPPNAME", "scheduler-2")
+    store = await open_store(pg_url)
+    try:
+        assert await _application_name(store) == "scheduler-2"
     finally:
         await store.close()
 

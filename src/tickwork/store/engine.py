@@ -8,6 +8,7 @@ each here, against 16 µs for a whole small SQLite transaction).
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -133,8 +134,9 @@ def name_sessions(kind: str) -> None:
 
 
 def named(url: URL) -> URL:
-    """``url`` with this process's ``application_name``, unless the URL gives its own."""
-    if "application_name" in url.query:
+    """``url`` with this process's ``application_name``, unless the URL gives its own or
+    the environment does (libpq's ``PGAPPNAME``)."""
+    if "application_name" in url.query or os.environ.get("PGAPPNAME"):
         return url
     return url.update_query_dict({"application_name": _application_name})
 
