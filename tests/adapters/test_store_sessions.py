@@ -1,6 +1,7 @@
 """PostgreSQL sessions say which tickwork process holds them: ``application_name`` is
 ``tickwork-<kind>`` (``pg_stat_activity`` then counts connections per process kind, as
-deploy/README.md's sizing advice does), unless the database URL or libpq's ``PGAPPNAME`` names its own."""
+deploy/README.md's sizing advice does), unless the database URL or libpq's ``PGAPPNAME``
+names its own."""
 
 from __future__ import annotations
 
