@@ -101,5 +101,5 @@ async def _body(request: Request) -> EnqueueIn | None:
         if not isinstance(data, dict):
             return _IRREGULAR  # type: ignore[no-any-return]
         return EnqueueIn.model_validate(data)
-    except (ValueError, RecursionError, PydanticError):  # JSON, UTF-8 or nesting errors;
-        return _IRREGULAR  # the fields' errors: FastAPI's handler answers them all  # type: ignore[no-any-return]
+    except (ValueError, RecursionError, PydanticError):  # JSON, UTF-8, nesting, fields:
+        return _IRREGULAR  # type: ignore[no-any-return]
