@@ -29,6 +29,7 @@ from tickwork.runtime.slots import Slots
 from tickwork.runtime.supervisor import supervise
 from tickwork.worker.logs import TaskLog, log_max_bytes
 from tickwork.worker.outcomes import outcome_of
+from tickwork.worker.starts import HeldStarts
 
 log = logging.getLogger("tickwork.worker")
 
@@ -129,6 +130,7 @@ class WorkerPool:
         self._cancels = cancels
         self._early_cancels: dict[TaskKey, float] = {}  # signalled before the claim returned
         self._beat_lock = asyncio.Lock()  # a heartbeat's marks land before a ``start``
+        self._starts = HeldStarts(self._start_batch)
 
     @property
     def active_count(self) -> int:
@@ -283,16 +285,19 @@ class WorkerPool:
     async def _start_held(self, active: _Active) -> bool:
         """A heartbeat told the store this task run had not started (so the reaper may give
         it back without spending an attempt): say it starts now, and run it only if the
-        store still has it as ours."""
+        store still has it as ours. Task runs getting their slots meanwhile go together."""
         key = (active.task_run.id, active.task_run.attempt)
-        async with self._beat_lock:  # the beat that marked it lands first
-            won = await through_outages(
-                "start", lambda: self._store.start([key], self._config.worker_id, self._clock())
-            )
-        if key in won:
+        if await self._starts.start(key):
             return True
         log.warning("task run %s attempt %d not started: the store gave it back", key[0], key[1])
         return False
+
+    async def _start_batch(self, keys: Sequence[TaskKey]) -> set[TaskKey]:
+        async with self._beat_lock:  # the beat that marked them lands first
+            won = await through_outages(
+                "start", lambda: self._store.start(keys, self._config.worker_id, self._clock())
+            )
+        return set(won)
 
     def _forget(self, active: _Active) -> None:
         """An attempt that ends without an outcome from us: ack its message, drop its hooks."""

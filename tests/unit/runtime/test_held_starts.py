@@ -1,0 +1,52 @@
+"""Held task runs start in batches: the keys asked for while a ``start`` is in flight go
+together in the next one, each waiter learns whether its key was still ours, and a failed
+batch fails each of its waiters."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from tickwork.ports import TaskKey
+from tickwork.worker.starts import HeldStarts
+
+
+class Store:
+    def __init__(self, given_back: frozenset[TaskKey] = frozenset(), fail: bool = False) -> None:
+        self.batches: list[list[TaskKey]] = []
+        self.release = asyncio.Event()
+        self.given_back = set(given_back)
+        self.fail = fail
+
+    async def start(self, keys: Sequence[TaskKey]) -> set[TaskKey]:
+        self.batches.append(list(keys))
+        await self.release.wait()
+        if self.fail:
+            raise RuntimeError("database gone")
+        return {k for k in keys if k not in self.given_back}
+
+
+async def test_keys_asked_for_during_a_start_go_together_in_the_next() -> None:
+    store = Store(given_back=frozenset({("b", 1)}))
+    starts = HeldStarts(store.start)
+    first = asyncio.ensure_future(starts.start(("a", 1)))
+    await asyncio.sleep(0)  # the first batch is in flight
+    later = [asyncio.ensure_future(starts.start((k, 1))) for k in "bcd"]
+    await asyncio.sleep(0)
+    store.release.set()
+    assert await first is True
+    assert [await f for f in later] == [False, True, True]
+    assert store.batches == [[("a", 1)], [("b", 1), ("c", 1), ("d", 1)]]
+
+
+async def test_a_failed_batch_fails_each_of_its_waiters() -> None:
+    store = Store(fail=True)
+    starts = HeldStarts(store.start)
+    waiters = [asyncio.ensure_future(starts.start((k, 1))) for k in "ab"]
+    store.release.set()
+    for waiter in waiters:
+        with pytest.raises(RuntimeError, match="database gone"):
+            await waiter
+    assert store.batches == [[("a", 1), ("b", 1)]]
