@@ -192,7 +192,9 @@ async def test_the_scheduler_pass_is_a_span_and_cron_runs_link_to_it(
         r = await api.post(f"{API}/jobs", json=body)
     assert r.status_code == 201, r.text
     await eventually(lambda: _now(named(spans, "attempt every.main")), lambda s: s != [])
-    assert named(spans, "scheduler pass")
+    # A `now` run may be handed to the broker without a pass (the embedded window): the
+    # passes are spans all the same, the next one within the scheduler's longest sleep.
+    await eventually(lambda: _now(named(spans, "scheduler pass")), lambda s: s != [])
     (root,) = named(spans, "run every")[:1]
     assert root.links  # to the request that created it, or to the pass that fired it
 
