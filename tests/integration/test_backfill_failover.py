@@ -20,6 +20,7 @@ from tickwork.scheduler.loop import Scheduler
 
 __all__ = ["make_cluster"]  # the fixture, used by name
 
+TTL = 5.0
 HOURLY = Schedule(kind=ScheduleKind.CRON, cron="0 * * * *", timezone="Europe/Berlin")
 
 
@@ -50,7 +51,9 @@ async def _step(cluster: Cluster, leader: Replica, rounds: int) -> None:
 async def test_a_backfill_survives_failover_without_doubling_or_losing_a_date(
     make_cluster: MakeCluster,
 ) -> None:
-    cluster = await make_cluster(2.0)
+    # On PostgreSQL the lease runs on the server's real clock: each step below (a tick and
+    # its work) must take less than the TTL, which 2 s did not always give a loaded machine.
+    cluster = await make_cluster(TTL)
     a, b = cluster.replicas
     job = make_job("hourly", now=cluster.clock.now, schedule=HOURLY, task=shell_task("true"))
     await a.store.create_jobs([(job, [])])
@@ -62,7 +65,7 @@ async def test_a_backfill_survives_failover_without_doubling_or_losing_a_date(
     assert await a.ha.election.campaign()
     await _step(cluster, a, rounds=3)
     old = a.ha.election.fence()
-    cluster.pause_past_ttl(2.0)  # a stops (SIGSTOP) past its lease; b takes over
+    cluster.pause_past_ttl(TTL)  # a stops (SIGSTOP) past its lease; b takes over
     await _take_over(b)
     await _work(cluster)  # a's last runs finish: a step would have something to write
 
