@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +70,12 @@ class _Active:
     abandoned: bool = False  # the store gave it to someone else: stop it, report nothing
 
 
+async def _wait_set(event: asyncio.Event, timeout: float) -> None:
+    """Wait until ``event`` is set, for at most ``timeout`` seconds."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+
+
 def with_inputs(task_run: TaskRun) -> TaskRun:
     """The task run with ``{"$result": name}`` in its config replaced by upstream results."""
     if not task_run.upstream:
@@ -123,6 +130,8 @@ class WorkerPool:
         self._room = asyncio.Event()  # set when a held task run finishes
         self._avg_duration = config.expected_duration  # seconds; moving average of attempts
         self._draining = asyncio.Event()
+        self._fetch_idle = asyncio.Event()  # clear while a consume is in flight
+        self._fetch_idle.set()
         self._logs: Batcher[LogChunk] = Batcher(self._write_logs)
         self._outcomes: Batcher[Outcome] = Batcher(self._write_outcomes)
         self._acks: Batcher[Delivery] = Batcher(broker.ack)
@@ -178,6 +187,7 @@ class WorkerPool:
     async def drain(self, grace: float) -> None:
         """Stop taking work; let running tasks finish within ``grace`` s, then requeue the rest."""
         self._draining.set()
+        self._room.set()  # a fetch loop waiting for a slot sees the drain and stops
         tasks = [a.task for a in self._active.values() if a.task is not None]
         if tasks:
             running = sum(a.started for a in self._active.values())
@@ -206,6 +216,10 @@ class WorkerPool:
         back to ``queued`` without using an attempt (another worker, or our restart, runs
         them)."""
         waiting = [a for a in self._active.values() if not a.started and a.task is not None]
+        if waiting:
+            # A consume still in flight could take the messages handed back below, and be
+            # cancelled with ``run`` before it hands them on: they would wait for a reclaim.
+            await _wait_set(self._fetch_idle, self._config.consume_timeout + 1.0)
         for active in waiting:
             assert active.task is not None
             active.task.cancel()
@@ -222,9 +236,15 @@ class WorkerPool:
     async def _fetch_loop(self) -> None:
         while not self._draining.is_set():
             free = await self._wait_for_slots()
-            deliveries = await self._broker.consume(
-                self._config.queues, free, self._config.consume_timeout
-            )
+            if self._draining.is_set():
+                break
+            self._fetch_idle.clear()
+            try:
+                deliveries = await self._broker.consume(
+                    self._config.queues, free, self._config.consume_timeout
+                )
+            finally:
+                self._fetch_idle.set()
             if self._draining.is_set():
                 await self._hand_back(deliveries)
             elif deliveries:
@@ -247,7 +267,7 @@ class WorkerPool:
         return concurrency + prefetch
 
     async def _wait_for_slots(self) -> int:
-        while (free := self._capacity() - len(self._active)) <= 0:
+        while (free := self._capacity() - len(self._active)) <= 0 and not self._draining.is_set():
             self._room.clear()
             await self._room.wait()
         return free
