@@ -29,6 +29,9 @@ class HeldStarts:
         future = self._waiting.get(key)
         if future is None:
             future = self._waiting[key] = asyncio.get_running_loop().create_future()
+            # Its waiter may be gone (cancelled: the shield below) when a batch fails; the
+            # exception is then nobody's to retrieve, and asyncio would log it as lost.
+            future.add_done_callback(_retrieved)
         if self._flushing is None or self._flushing.done():
             self._flushing = asyncio.ensure_future(self._flush())
         return await asyncio.shield(future)  # one waiter cancelled leaves the batch alone
@@ -51,3 +54,8 @@ class HeldStarts:
                 continue
             for key, future in batch.items():
                 future.set_result(key in won)
+
+
+def _retrieved(future: asyncio.Future[bool]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -5,6 +5,7 @@ batch fails each of its waiters."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 
 import pytest
@@ -50,3 +51,30 @@ async def test_a_failed_batch_fails_each_of_its_waiters() -> None:
         with pytest.raises(RuntimeError, match="database gone"):
             await waiter
     assert store.batches == [[("a", 1), ("b", 1)]]
+
+
+async def test_a_failed_batch_whose_waiter_was_cancelled_leaves_no_lost_exception() -> None:
+    """The waiter gone (its attempt cancelled), the batch's exception is nobody's: asyncio
+    must not report it as never retrieved when the future is collected."""
+    store = Store(fail=True)
+    starts = HeldStarts(store.start)
+    lost: list[dict[str, object]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: lost.append(context))
+    try:
+        waiter = asyncio.ensure_future(starts.start(("a", 1)))
+        await asyncio.sleep(0)  # the batch is in flight
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        store.release.set()
+        flushing = starts._flushing
+        assert flushing is not None
+        await flushing
+        del waiter, flushing
+        starts._waiting.clear()
+        gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+    assert store.batches == [[("a", 1)]]
+    assert lost == []
