@@ -11,7 +11,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.engine import Connection
 
-from tickwork.store.schema import metadata, on_dialect
+from tickwork.store.columns import on_dialect
+from tickwork.store.schema import metadata
 
 
 def schema_diff(conn: Connection) -> list[Any]:

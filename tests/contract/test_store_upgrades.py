@@ -29,8 +29,9 @@ from tickwork.core.errors import Conflict
 from tickwork.core.model import LogChunk, TaskRunState
 from tickwork.store import SqlStore, open_store
 from tickwork.store import migrate as migrations
+from tickwork.store.columns import on_dialect
 from tickwork.store.engine import create_engines
-from tickwork.store.schema import metadata, on_dialect
+from tickwork.store.schema import metadata
 
 S = TaskRunState
 T = TypeVar("T")

@@ -18,11 +18,12 @@ from sqlalchemy.engine import Connection, Engine
 from tickwork.core.model import Job, NewRun, Run, TaskRun
 from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store import migrate, pg_dispatch, pg_enqueue, retention, run_keys
+from tickwork.store.columns import UTCDateTime
 from tickwork.store.dialect import InsertOf, Row, RunRows, Statement, Writer
 from tickwork.store.pg_copy import copy_rows
 from tickwork.store.pg_direct import DirectWriter
 from tickwork.store.rows import run_to_row
-from tickwork.store.schema import UTCDateTime, runs
+from tickwork.store.schema import runs
 
 LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a lock_timeout that expired
 

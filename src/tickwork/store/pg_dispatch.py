@@ -27,9 +27,10 @@ from sqlalchemy.engine import Connection
 
 from tickwork.core.model import RetryPolicy, TaskKind, TaskRun, TaskRunState, TriggerRule
 from tickwork.ports import Beat, TaskKey
+from tickwork.store.columns import UTCDateTime
 from tickwork.store.dispatch import COMPLETED_COLUMNS, LOCKED
 from tickwork.store.rows import TASK_RUN_COLUMNS, callbacks_from_json, retry_from_json
-from tickwork.store.schema import UTCDateTime, task_runs
+from tickwork.store.schema import task_runs
 
 #: The stored columns of a task run; JSON ones as text, decoded here (``_decoder``).
 _COLUMNS = ", ".join(

@@ -5,81 +5,11 @@ Migrations in ``migrations/`` must produce exactly this metadata; a contract tes
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 import sqlalchemy as sa
-from sqlalchemy.dialects import sqlite
-from sqlalchemy.engine import Dialect
 
-ID = sa.String(64)
-NAME = sa.String(200)
-STATE = sa.String(20)
-
-
-class _SqliteText(sqlite.DATETIME):
-    """SQLite's DATETIME column type, with SQLAlchemy's slower conversions switched off."""
-
-    def bind_processor(self, dialect: Dialect) -> None:
-        return None
-
-    def result_processor(self, dialect: Dialect, coltype: object) -> None:
-        return None
-
-
-class UTCDateTime(sa.types.TypeDecorator[datetime]):
-    """Stores UTC; always returns aware UTC datetimes on every backend.
-
-    PostgreSQL keeps a ``timestamptz``. SQLite keeps fixed-width text
-    (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC), so comparing strings orders instants correctly
-    and equality is exact. The conversion is done here, in C-backed calls, because the hot
-    paths move thousands of timestamps per batch.
-    """
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name == "sqlite":
-            return dialect.type_descriptor(_SqliteText())  # type: ignore[no-untyped-call]
-        return dialect.type_descriptor(sa.DateTime(timezone=True))
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            # A naive datetime is a bug upstream: refuse it rather than guess its zone.
-            raise ValueError(f"naive datetime {value.isoformat()} given; use aware UTC")
-        utc = value if value.tzinfo is UTC else value.astimezone(UTC)
-        if dialect.name == "sqlite":
-            return utc.isoformat(" ", "microseconds")[:26]  # drop the "+00:00"
-        return utc
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            return datetime.fromisoformat(value).replace(tzinfo=UTC)
-        stamp: datetime = value
-        return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
-
-
-def _ts(name: str, **kw: Any) -> sa.Column[datetime]:
-    return sa.Column(name, UTCDateTime(), **kw)
-
+from tickwork.store.columns import ID, NAME, PG_ONLY, SQLITE_ONLY, STATE, ts
 
 metadata = sa.MetaData()
-
-#: ``info`` of a table, constraint or index that exists on one backend only (see ``on_dialect``).
-PG_ONLY = {"dialect": "postgresql"}
-SQLITE_ONLY = {"dialect": "sqlite"}
-
-
-def on_dialect(item: sa.schema.SchemaItem, dialect: str) -> bool:
-    """Whether ``item`` of this metadata exists in a database of ``dialect``."""
-    only = item.info.get("dialect")
-    return only is None or only == dialect
-
 
 #: PostgreSQL partitions these tables by RANGE on a time-ordered id (``tickwork.ids``):
 #: monthly partitions plus a DEFAULT one (``store/partitions.py``, migration r0008). A task
@@ -99,9 +29,9 @@ jobs = sa.Table(
     sa.Column("schedule_kind", sa.String(10), nullable=False),
     sa.Column("cron", sa.String(200)),
     sa.Column("timezone", sa.String(64), nullable=False),
-    _ts("at"),
-    _ts("start_at"),
-    _ts("end_at"),
+    ts("at"),
+    ts("start_at"),
+    ts("end_at"),
     sa.Column("catchup", sa.Boolean, nullable=False),
     sa.Column("paused", sa.Boolean, nullable=False),
     sa.Column("queue", sa.String(100), nullable=False),
@@ -113,11 +43,11 @@ jobs = sa.Table(
     sa.Column("max_active_runs", sa.Integer),
     sa.Column("depends_on_past", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("callbacks", sa.JSON),
-    _ts("next_fire_at"),
-    _ts("last_fire_at"),
-    _ts("created_at", nullable=False),
-    _ts("updated_at", nullable=False),
-    _ts("deleted_at"),
+    ts("next_fire_at"),
+    ts("last_fire_at"),
+    ts("created_at", nullable=False),
+    ts("updated_at", nullable=False),
+    ts("deleted_at"),
     sa.Column("params", sa.JSON),  # the params contract (core.params); null: none
     sa.Column("start_deadline", sa.Float),  # seconds; null: core.alerts' default
     sa.Column("sla", sa.Float),  # seconds; null: none
@@ -173,12 +103,12 @@ runs = sa.Table(
     sa.Column("id", ID, primary_key=True),
     sa.Column("job_id", ID, sa.ForeignKey("jobs.id"), nullable=False),
     sa.Column("job_name", NAME, nullable=False),
-    _ts("logical_date", nullable=False),
+    ts("logical_date", nullable=False),
     sa.Column("state", STATE, nullable=False),
     sa.Column("trigger", sa.String(10), nullable=False),
-    _ts("created_at", nullable=False),
-    _ts("started_at"),
-    _ts("finished_at"),
+    ts("created_at", nullable=False),
+    ts("started_at"),
+    ts("finished_at"),
 )
 #: Runs that are not enqueued (cron fires, ``at``/``now`` runs, manual triggers) are unique per
 #: job and logical date: two schedulers materializing the same cron fire collide here and the
@@ -220,16 +150,16 @@ task_runs = sa.Table(
     sa.Column("state", STATE, nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("retry", sa.JSON, nullable=False),
-    _ts("due_at", nullable=False),
-    _ts("logical_date", nullable=False),
+    ts("due_at", nullable=False),
+    ts("logical_date", nullable=False),
     sa.Column("timeout", sa.Float),
     sa.Column("queue", sa.String(100), nullable=False),
     sa.Column("priority", sa.Integer, nullable=False),
     sa.Column("upstream", sa.JSON, nullable=False),
-    _ts("queued_at"),
-    _ts("started_at"),
-    _ts("finished_at"),
-    _ts("heartbeat_at"),
+    ts("queued_at"),
+    ts("started_at"),
+    ts("finished_at"),
+    ts("heartbeat_at"),
     sa.Column("worker_id", sa.String(200)),
     sa.Column("error", sa.Text),
     sa.Column("exit_code", sa.Integer),
@@ -306,8 +236,8 @@ pools = sa.Table(
     sa.Column("name", NAME, primary_key=True),
     sa.Column("slots", sa.Integer, nullable=False),
     sa.Column("description", sa.Text, nullable=False),
-    _ts("created_at", nullable=False),
-    _ts("updated_at", nullable=False),
+    ts("created_at", nullable=False),
+    ts("updated_at", nullable=False),
 )
 
 attempts = sa.Table(
@@ -316,8 +246,8 @@ attempts = sa.Table(
     sa.Column("task_run_id", ID, primary_key=True),
     sa.Column("attempt", sa.Integer, primary_key=True),
     sa.Column("state", STATE, nullable=False),
-    _ts("started_at"),
-    _ts("finished_at", nullable=False),
+    ts("started_at"),
+    ts("finished_at", nullable=False),
     sa.Column("error", sa.Text),
     sa.Column("exit_code", sa.Integer),
     sa.Column("worker_id", sa.String(200)),
@@ -332,7 +262,7 @@ task_logs = sa.Table(
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("stream", sa.String(10), nullable=False),
     sa.Column("data", sa.Text, nullable=False),
-    _ts("created_at", nullable=False),
+    ts("created_at", nullable=False),
     sa.ForeignKeyConstraint(["task_run_id"], ["task_runs.id"], info=SQLITE_ONLY),
 )
 
@@ -343,9 +273,9 @@ api_tokens = sa.Table(
     sa.Column("name", NAME, nullable=False),
     sa.Column("scope", sa.String(10), nullable=False),
     sa.Column("secret_hash", sa.String(64), nullable=False),
-    _ts("created_at", nullable=False),
-    _ts("last_used_at"),
-    _ts("revoked_at"),
+    ts("created_at", nullable=False),
+    ts("last_used_at"),
+    ts("revoked_at"),
 )
 sa.Index(
     "uq_api_tokens_live_name",
@@ -364,8 +294,8 @@ idempotency_keys = sa.Table(
     sa.Column("request_hash", sa.String(64), nullable=False),
     sa.Column("status", sa.Integer),
     sa.Column("response", sa.Text),
-    _ts("created_at", nullable=False),
-    _ts("expires_at", nullable=False),
+    ts("created_at", nullable=False),
+    ts("expires_at", nullable=False),
 )
 sa.Index("ix_idempotency_keys_expires_at", idempotency_keys.c.expires_at)
 
@@ -377,10 +307,10 @@ workers = sa.Table(
     sa.Column("pid", sa.Integer, nullable=False),
     sa.Column("queues", sa.JSON, nullable=False),
     sa.Column("concurrency", sa.Integer, nullable=False),
-    _ts("started_at", nullable=False),
-    _ts("heartbeat_at", nullable=False),
+    ts("started_at", nullable=False),
+    ts("heartbeat_at", nullable=False),
     sa.Column("running", sa.Integer, nullable=False),
-    _ts("stopped_at"),
+    ts("stopped_at"),
     # "worker", or "scheduler" for a scheduler replica (status lists leader and standbys).
     sa.Column("kind", sa.String(20), nullable=False, server_default="worker"),
 )
@@ -392,7 +322,7 @@ run_keys = sa.Table(
     "run_keys",
     metadata,
     sa.Column("job_id", ID, primary_key=True),
-    _ts("logical_date", primary_key=True),
+    ts("logical_date", primary_key=True),
     sa.Column("run_id", ID, nullable=False),
     info=PG_ONLY,
 )
@@ -404,9 +334,9 @@ leases = sa.Table(
     sa.Column("holder", sa.String(200), nullable=False),
     # The fencing token (epoch): only ever increases, because a row is never deleted.
     sa.Column("token", sa.BigInteger, nullable=False),
-    _ts("acquired_at", nullable=False),
-    _ts("renewed_at", nullable=False),
-    _ts("expires_at", nullable=False),
+    ts("acquired_at", nullable=False),
+    ts("renewed_at", nullable=False),
+    ts("expires_at", nullable=False),
 )
 
 # Backfills (store/backfills.py): one row per backfill, and one per date it has decided
@@ -418,8 +348,8 @@ backfills = sa.Table(
     sa.Column("id", ID, primary_key=True),
     sa.Column("job_id", ID, nullable=False),
     sa.Column("job_name", NAME, nullable=False),
-    _ts("range_start", nullable=False),
-    _ts("range_end", nullable=False),
+    ts("range_start", nullable=False),
+    ts("range_end", nullable=False),
     sa.Column("mode", sa.String(20), nullable=False),
     sa.Column("max_active", sa.Integer, nullable=False),
     sa.Column("chunk_size", sa.Integer, nullable=False),
@@ -428,13 +358,13 @@ backfills = sa.Table(
     sa.Column("priority", sa.Integer, nullable=False),
     sa.Column("state", STATE, nullable=False),
     sa.Column("total", sa.Integer, nullable=False),
-    _ts("cursor"),
+    ts("cursor"),
     sa.Column("exhausted", sa.Boolean, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("reason", sa.Text),
-    _ts("created_at", nullable=False),
-    _ts("updated_at", nullable=False),
-    _ts("finished_at"),
+    ts("created_at", nullable=False),
+    ts("updated_at", nullable=False),
+    ts("finished_at"),
 )
 sa.Index("ix_backfills_state", backfills.c.state)
 sa.Index("ix_backfills_job_id", backfills.c.job_id)
@@ -443,11 +373,11 @@ backfill_runs = sa.Table(
     "backfill_runs",
     metadata,
     sa.Column("backfill_id", ID, primary_key=True),
-    _ts("logical_date", primary_key=True),
+    ts("logical_date", primary_key=True),
     sa.Column("run_id", ID, nullable=False),
     sa.Column("action", sa.String(10), nullable=False),
     sa.Column("outcome", STATE),
-    _ts("created_at", nullable=False),
+    ts("created_at", nullable=False),
 )
 sa.Index(
     "ix_backfill_runs_open",
@@ -474,11 +404,11 @@ run_alerts = sa.Table(
     sa.Column("kind", sa.String(20), primary_key=True),  # on_missed | on_sla_miss
     sa.Column("job_id", ID, nullable=False),
     sa.Column("job_name", NAME, nullable=False),
-    _ts("logical_date", nullable=False),
+    ts("logical_date", nullable=False),
     sa.Column("limit_seconds", sa.Float, nullable=False),
     sa.Column("late_seconds", sa.Float, nullable=False),
-    _ts("fired_at", nullable=False),  # when the leader recorded it (the payload's fired_at)
-    _ts("hook_done_at"),  # when its callback ran to its end; null: to fire (again)
+    ts("fired_at", nullable=False),  # when the leader recorded it (the payload's fired_at)
+    ts("hook_done_at"),  # when its callback ran to its end; null: to fire (again)
 )
 sa.Index("ix_run_alerts_fired_at", run_alerts.c.fired_at)
 # The leader's look for alerts whose callback never ran (store/alerts.py): only those.
@@ -495,7 +425,7 @@ audit_log = sa.Table(
     "audit_log",
     metadata,
     sa.Column("id", ID, primary_key=True),
-    _ts("at", nullable=False),
+    ts("at", nullable=False),
     sa.Column("token_id", sa.String(32), nullable=False),
     sa.Column("token_name", NAME, nullable=False),
     sa.Column("source", sa.String(20), nullable=False),
@@ -513,8 +443,8 @@ web_sessions = sa.Table(
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("token_id", sa.String(32), nullable=False),
     sa.Column("csrf", sa.String(64), nullable=False),
-    _ts("created_at", nullable=False),
-    _ts("expires_at", nullable=False),
+    ts("created_at", nullable=False),
+    ts("expires_at", nullable=False),
 )
 sa.Index("ix_web_sessions_expires_at", web_sessions.c.expires_at)
 

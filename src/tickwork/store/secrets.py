@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from tickwork.ports.secrets import StoredSecret
-from tickwork.store.schema import UTCDateTime, metadata
+from tickwork.store.columns import UTCDateTime
+from tickwork.store.schema import metadata
 
 secrets = sa.Table(
     "secrets",

@@ -52,6 +52,7 @@ from tickwork.store import (
     logs,
 )
 from tickwork.store import runs as run_queries
+from tickwork.store.columns import on_dialect
 from tickwork.store.common import conflict_from
 from tickwork.store.dialect import Dialect
 from tickwork.store.engine import Engines, create_engines, libpq_conninfo
@@ -60,7 +61,7 @@ from tickwork.store.pg_dialect import PostgresDialect
 from tickwork.store.pg_direct import DirectWriter
 from tickwork.store.pg_listen import EnqueueListener
 from tickwork.store.run_rows import rows_of_copies
-from tickwork.store.schema import TABLES_CHILDREN_FIRST, on_dialect
+from tickwork.store.schema import TABLES_CHILDREN_FIRST
 from tickwork.store.sql_views import SqlViews
 from tickwork.store.sqlite_dialect import SqliteDialect
 

@@ -20,9 +20,10 @@ from tickwork.core.model import Job, NewRun, Run, TaskRun, TaskRunState
 from tickwork.ports import Beat, Maintenance, TaskKey
 from tickwork.store import dispatch, migrate, partitions
 from tickwork.store import sqlite_raw as raw
+from tickwork.store.columns import UTCDateTime
 from tickwork.store.dialect import InsertOf, Row, RunRows, Statement, Writer, insert_ignoring
 from tickwork.store.rows import run_to_row, task_run_from_row
-from tickwork.store.schema import RUNS_UNIQUE_WHERE, UTCDateTime, attempts, runs, task_runs
+from tickwork.store.schema import RUNS_UNIQUE_WHERE, attempts, runs, task_runs
 
 S = TaskRunState
 
