@@ -81,12 +81,14 @@ def cpu_seconds(pid: int, *, children: bool = True) -> float:
 
 
 @contextmanager
-def tickwork_up(workers: int) -> Iterator[Server]:
+def tickwork_up(workers: int, command: list[str] | None = None) -> Iterator[Server]:
+    """`tickwork up` on a fresh data dir; ``command`` runs it instead of the ``tickwork``
+    executable (bench/w3_trace.py's probes)."""
     data = Path(tempfile.mkdtemp(prefix="tickwork-bench-"))
     port = free_port()
     exe = Path(sys.executable).with_name("tickwork")
     cmd = [
-        str(exe),
+        *(command or [str(exe)]),
         "up",
         "--data-dir",
         str(data),
