@@ -49,7 +49,7 @@ def test_postgres_settings_far_off_are_warned_with_the_fix() -> None:
     assert levels(GOOD | {"max_wal_size": "1024"})["max_wal_size"] == "warn"  # the default
     assert levels(GOOD | {"max_wal_size": "4", "max_wal_size.unit": "GB"})["max_wal_size"] == "ok"
     assert levels(GOOD | {"autovacuum": "off"})["autovacuum"] == "warn"
-    # 10 x (2 + 3 + 1) + 14 x 1 = 74 connections: 60 is too few, 100 enough
+    # 10 x (2 + 1) + 14 x (3 + 1) = 86 connections: 60 is too few, 100 enough
     assert levels(GOOD | {"max_connections": "60"})["max_connections"] == "warn"
     assert levels(GOOD | {"max_connections": "100"})["max_connections"] == "ok"
     assert (

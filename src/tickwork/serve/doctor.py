@@ -27,6 +27,7 @@ from tickwork.store import open_store
 from tickwork.store.engine import PG_POOL_SIZE
 from tickwork.store.facts import PARTITION_SCALE
 from tickwork.store.migrate import head_revision
+from tickwork.store.pg_direct import DIRECT_CONNECTIONS
 
 Level = Literal["ok", "warn", "fail"]
 
@@ -43,8 +44,9 @@ ADVISED_CHECKPOINT_TIMEOUT = "15min"
 #: deploy/README.md advises ADVISED_VACUUM_SCALE (PostgreSQL's default is 0.2).
 MAX_VACUUM_SCALE = 0.05
 ADVISED_VACUUM_SCALE = 0.02
-#: Connections an API process may hold (its pool and 4 direct ones for single enqueues).
-API_CONNECTIONS = PG_POOL_SIZE + 4
+#: Connections an API or worker process may hold: its pool, and the direct ones on its event
+#: loop (the API's single enqueues; the worker's claims, heartbeats and completions).
+DIRECT_POOLED = PG_POOL_SIZE + DIRECT_CONNECTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +207,7 @@ def _autovacuum(facts: Mapping[str, str]) -> Finding:
 def _connections(facts: Mapping[str, str], processes: Sequence[WorkerInfo], apis: int) -> Finding:
     schedulers = sum(1 for p in processes if p.kind == "scheduler")
     workers = sum(1 for p in processes if p.kind == "worker")
-    needed = PG_POOL_SIZE * (schedulers + workers + 1) + API_CONNECTIONS * apis
+    needed = PG_POOL_SIZE * (schedulers + 1) + DIRECT_POOLED * (workers + apis)
     have = int(facts.get("max_connections", "0"))
     counted = f"{schedulers} scheduler(s) and {workers} worker(s) registered, {apis} API(s)"
     if have < needed:

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from tickwork.core.model import Job, NewRun, Run, TaskRun
-from tickwork.ports import Beat, Maintenance, TaskKey
+from tickwork.core.model import Job, NewRun, Outcome, Run, TaskRun
+from tickwork.ports import Beat, Completion, Maintenance, TaskKey
 from tickwork.store.run_rows import Row, RunRows
 
 T = TypeVar("T")
@@ -130,6 +130,25 @@ class Dialect(Protocol):
     ) -> Sequence[Mapping[str, Any]]:
         """Lock the running task runs with these keys in id order; ``dispatch.LOCKED``
         columns plus ``siblings`` (how many task runs their run has)."""
+
+    async def claim_direct(
+        self, keys: Sequence[TaskKey], worker_id: str, now: datetime
+    ) -> list[TaskRun] | None:
+        """``claim`` outside the store's threads (autocommit, on the event loop), or None
+        when this dialect cannot or no connection is free (the caller runs ``claim``)."""
+
+    async def heartbeat_direct(
+        self, keys: Sequence[TaskKey], worker_id: str, now: datetime, held: Sequence[TaskKey]
+    ) -> Beat | None:
+        """``heartbeat`` outside the store's threads, or None as for ``claim_direct``."""
+
+    async def complete_direct(
+        self, outcomes: Sequence[Outcome]
+    ) -> tuple[Completion, list[Outcome]] | None:
+        """``dispatch.complete`` outside the store's threads (autocommit, on the event loop)
+        of the outcomes whose runs hold one task run: what it did, and the outcomes it left
+        unwritten for ``dispatch.complete`` (runs of several task runs, whose DAG advances
+        through ``refresh_runs``). None when this dialect cannot or no connection is free."""
 
     def write_outcomes(
         self,

@@ -460,6 +460,43 @@ def completion_values(row: Mapping[Any, Any], o: Outcome) -> dict[str, Any]:
     }
 
 
+def outcome_values(o: Outcome) -> dict[str, Any]:
+    """What ``completion_values``, ``attempt_values`` and ``single_run_values`` take from
+    the outcome alone, for a statement that locks and writes in one (``pg_hot``) and takes
+    the rest from the locked row: ``due_at`` is None unless a retry sets it, ``retry``
+    clears the attempt's fields from the task run. (Both ways are checked to write the same
+    rows: tests/adapters/test_store_hot_direct.py.)"""
+    retry = o.state == S.UP_FOR_RETRY
+    run_state = derive_run_state([o.state])
+    return {
+        "id": o.task_run_id,
+        "attempt": o.attempt,
+        "state": o.state.value,
+        "retry": retry,
+        "due_at": (o.retry_at or o.finished_at) if retry else None,
+        "started_at": o.started_at,
+        "finished_at": o.finished_at,
+        "worker_id": o.worker_id,
+        "error": o.error,
+        "exit_code": o.exit_code,
+        "result": o.result if o.state == S.SUCCESS else None,
+        "run_state": run_state.value,
+        "run_finished_at": o.finished_at if run_state in _RUN_FINISHED else None,
+    }
+
+
+def merged(first: Completion, then: Completion) -> Completion:
+    """One ``Completion`` of two parts of a batch written apart."""
+    finished = Counter(first.runs_finished) + Counter(then.runs_finished)
+    return Completion(
+        applied=first.applied + then.applied,
+        queued=first.queued + then.queued,
+        waiting=first.waiting + then.waiting,
+        pools_freed=first.pools_freed or then.pools_freed,
+        runs_finished=dict(finished),
+    )
+
+
 def attempt_values(row: Mapping[Any, Any], o: Outcome) -> dict[str, Any]:
     return {
         "task_run_id": row["id"],

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
-from tickwork.core.model import Job, NewRun, Run, TaskRun
-from tickwork.ports import Beat, Maintenance, TaskKey
-from tickwork.store import migrate, pg_dispatch, pg_enqueue, retention, run_keys
+from tickwork.core.model import Job, NewRun, Outcome, Run, TaskRun
+from tickwork.ports import Beat, Completion, Maintenance, TaskKey
+from tickwork.store import migrate, pg_dispatch, pg_enqueue, pg_hot, retention, run_keys
 from tickwork.store.columns import UTCDateTime
 from tickwork.store.dialect import InsertOf, Row, RunRows, Statement, Writer
 from tickwork.store.pg_copy import copy_rows
@@ -112,6 +112,23 @@ class PostgresDialect:
         self, conn: Connection, keys: Sequence[TaskKey]
     ) -> Sequence[Mapping[Any, Any]]:
         return pg_dispatch.lock_running(conn, keys)
+
+    async def claim_direct(
+        self, keys: Sequence[TaskKey], worker_id: str, now: datetime
+    ) -> list[TaskRun] | None:
+        return await self._direct.run(lambda conn: pg_hot.claim(conn, keys, worker_id, now))
+
+    async def heartbeat_direct(
+        self, keys: Sequence[TaskKey], worker_id: str, now: datetime, held: Sequence[TaskKey]
+    ) -> Beat | None:
+        return await self._direct.run(
+            lambda conn: pg_hot.heartbeat(conn, keys, worker_id, now, held)
+        )
+
+    async def complete_direct(
+        self, outcomes: Sequence[Outcome]
+    ) -> tuple[Completion, list[Outcome]] | None:
+        return await self._direct.run(lambda conn: pg_hot.complete(conn, outcomes))
 
     def write_outcomes(
         self,

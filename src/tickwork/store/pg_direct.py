@@ -1,17 +1,20 @@
-"""One-statement writes on the event loop, for the hot single-enqueue path on PostgreSQL.
+"""One-statement writes on the event loop, for the hot paths on PostgreSQL: the API's single
+enqueue, the worker's claim, heartbeat and completion (``pg_hot``).
 
 A store operation normally runs as a transaction on a worker thread (``engine``): a thread
 hop each way plus SQLAlchemy's connection and transaction bookkeeping, about 110 µs of CPU
 for a one-statement write, against 35 µs for the same statement on an asyncio psycopg
 connection in autocommit mode (one round trip, no ``BEGIN``/``COMMIT``: a single statement
 is atomic by itself). ``DirectWriter`` keeps a few such connections for writes that are one
-statement; when all are busy, or on another event loop than theirs, it says so (``None``)
-and the caller takes the usual path.
+statement (``execute``, or ``run`` for a few statements and their rows); when all are busy,
+or on another event loop than theirs, it says so (``None``) and the caller takes the usual
+path.
 
 Failures are the store's: a connection that fails is dropped and the write raises
 ``StoreUnavailable`` (it did not commit, or the caller cannot know: the same as a
 transaction whose connection fails); a unique or foreign-key violation raises SQLAlchemy's
-``IntegrityError``, which the store maps like any other. A connection idle over
+``IntegrityError``, which the store maps like any other, and any other driver error (a bug)
+SQLAlchemy's error for it, as the engine's path would. A connection idle over
 ``PG_PING_IDLE`` seconds is pinged before use, as the engine's are.
 """
 
@@ -20,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import psycopg
 import sqlalchemy as sa
+from psycopg.pq import TransactionStatus
 from sqlalchemy.engine import URL
 
 from tickwork.core.errors import StoreUnavailable
@@ -32,6 +37,7 @@ from tickwork.store import engine as engines
 #: Connections kept per store (the API's single writes rarely overlap more than this).
 DIRECT_CONNECTIONS = 4
 CONNECT_TIMEOUT_S = 5
+T = TypeVar("T")
 
 
 class DirectWriter:
@@ -47,6 +53,20 @@ class DirectWriter:
     async def execute(self, sql: str, params: tuple[Any, ...]) -> int | None:
         """Run one statement in autocommit mode; its row count, or None if no connection is
         free here (the caller uses the engine instead)."""
+
+        async def rowcount(conn: psycopg.AsyncConnection[Any]) -> int:
+            return (await conn.execute(sql, params)).rowcount
+
+        return await self.run(rowcount)
+
+    async def run(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T | None:
+        """``await work(conn)`` on a free connection (autocommit: ``work`` begins and ends
+        any transaction itself); its result, or None if no connection is free here.
+
+        Errors as the engine's path raises them: a failed connection (``OperationalError``,
+        ``InterfaceError``) is ``StoreUnavailable``; any other driver error (a unique
+        violation, a bug) is SQLAlchemy's ``DBAPIError`` subclass for it.
+        """
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # connections belong to the loop that made them
             for stale, _ in self._idle:
@@ -59,18 +79,25 @@ class DirectWriter:
         conn: psycopg.AsyncConnection[Any] | None = None
         try:
             conn = await self._take()
-            rowcount = (await conn.execute(sql, params)).rowcount
-            self._idle.append((conn, time.monotonic()))
-            conn = None  # back in the pool
-            return rowcount
-        except psycopg.IntegrityError as exc:
-            raise sa.exc.DBAPIError.instance(sql, None, exc, psycopg.Error) from exc
-        except psycopg.Error as exc:
+            return await work(conn)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
+        except psycopg.Error as exc:
+            if conn is not None and conn.broken:
+                raise StoreUnavailable(f"database connection lost: {exc}") from exc
+            raise sa.exc.DBAPIError.instance(None, None, exc, psycopg.Error) from exc
         finally:
             self._busy -= 1
-            if conn is not None:  # failed or cancelled mid-statement: its state is unknown
-                await _close(conn)
+            if conn is not None:
+                await self._put_back(conn)
+
+    async def _put_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Keep ``conn`` if it is idle and sound; a statement cancelled or failed mid-way
+        leaves it in a state not worth repairing: closed."""
+        if not conn.broken and conn.info.transaction_status == TransactionStatus.IDLE:
+            self._idle.append((conn, time.monotonic()))
+        else:
+            await _close(conn)
 
     async def _take(self) -> psycopg.AsyncConnection[Any]:
         while self._idle:

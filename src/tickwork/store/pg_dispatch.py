@@ -104,7 +104,7 @@ WHERE NOT EXISTS (
 #: autovacuum behind or off) the planner takes such an index for tiny, while it still holds an
 #: entry for every row that has passed through the state since the last vacuum — 20,000 rows
 #: read to claim one, measured 3 ms against 0.1 ms. Matching by primary key never degrades.
-_STATES = {"queued": "queued", "running": "running"}
+STATES = {"queued": "queued", "running": "running"}
 
 #: Locks the rows first (in id order) so the attempt history matches exactly the updates
 #: applied; ``siblings`` = 1 means the run's state follows from the outcome alone.
@@ -192,14 +192,19 @@ def claim(
 ) -> list[TaskRun]:
     with _driver(conn) as cursor:
         cursor.execute(*claim_statement(keys, worker_id, now))
-        decode = _task_run_decoder(_names(cursor))
-        return [decode(row) for row in cursor.fetchall()]
+        return claimed(names(cursor), cursor.fetchall())
+
+
+def claimed(columns: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> list[TaskRun]:
+    """The claim statement's rows as task runs (``columns``: ``names(cursor)``)."""
+    decode = _task_run_decoder(columns)
+    return [decode(row) for row in rows]
 
 
 def heartbeat_statement(
     keys: Sequence[TaskKey], worker_id: str, now: datetime, held: Sequence[TaskKey] = ()
 ) -> tuple[str, dict[str, Any]]:
-    held_ids = [task_run_id for task_run_id, _ in held]
+    held_ids = _array(task_run_id for task_run_id, _ in held)
     return _HEARTBEAT, {**_key_arrays(keys), "worker": worker_id, "now": now, "held": held_ids}
 
 
@@ -210,15 +215,18 @@ def heartbeat(
     now: datetime,
     held: Sequence[TaskKey],
 ) -> Beat:
-    beat = Beat()
     with _driver(conn) as cursor:
-        for task_run_id, attempt, cancel, gone in cursor.execute(
-            *heartbeat_statement(keys, worker_id, now, held)
-        ):
-            if gone:
-                beat.abandoned.add((task_run_id, attempt))
-            elif cancel:
-                beat.cancelled.add(task_run_id)
+        return beat_of(cursor.execute(*heartbeat_statement(keys, worker_id, now, held)))
+
+
+def beat_of(rows: Iterable[Sequence[Any]]) -> Beat:
+    """The heartbeat statement's rows as its ``Beat``."""
+    beat = Beat()
+    for task_run_id, attempt, cancel, gone in rows:
+        if gone:
+            beat.abandoned.add((task_run_id, attempt))
+        elif cancel:
+            beat.cancelled.add(task_run_id)
     return beat
 
 
@@ -229,8 +237,13 @@ def lock_statement(keys: Sequence[TaskKey]) -> tuple[str, dict[str, Any]]:
 def lock_running(conn: Connection, keys: Sequence[TaskKey]) -> list[dict[str, Any]]:
     with _driver(conn) as cursor:
         cursor.execute(*lock_statement(keys))
-        decode = _decoder(_names(cursor))
-        return [decode(row) for row in cursor.fetchall()]
+        return locked(names(cursor), cursor.fetchall())
+
+
+def locked(columns: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """The lock statement's rows, as dicts by column name."""
+    decode = _decoder(columns)
+    return [decode(row) for row in rows]
 
 
 def write_outcomes(
@@ -239,19 +252,27 @@ def write_outcomes(
     history: Sequence[dict[str, Any]],
     alone: Sequence[dict[str, Any]],
 ) -> None:
-    params = _arrays("", _OUTCOME, completed) | _arrays("a_", _HISTORY, history)
-    params |= _arrays("r_", _RUN, alone)
     with _driver(conn) as cursor:
-        cursor.execute(_COMPLETE, params | _STATES)
+        cursor.execute(*outcomes_statement(completed, history, alone))
 
 
-def _arrays(prefix: str, names: Sequence[str], rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+def outcomes_statement(
+    completed: Sequence[dict[str, Any]],
+    history: Sequence[dict[str, Any]],
+    alone: Sequence[dict[str, Any]],
+) -> tuple[str, dict[str, Any]]:
+    """The statement writing a ``CompletionPlan``'s values, and its parameters."""
+    params = arrays("", _OUTCOME, completed) | arrays("a_", _HISTORY, history)
+    return _COMPLETE, params | arrays("r_", _RUN, alone) | STATES
+
+
+def arrays(prefix: str, names: Sequence[str], rows: Sequence[dict[str, Any]]) -> dict[str, str]:
     """One array parameter per column name, ``prefix`` + name."""
     return {f"{prefix}{name}": _array(r[name] for r in rows) for name in names}
 
 
 def _key_arrays(keys: Sequence[TaskKey]) -> dict[str, str]:
-    return {"ids": _array(k[0] for k in keys), "attempts": _array(k[1] for k in keys), **_STATES}
+    return {"ids": _array(k[0] for k in keys), "attempts": _array(k[1] for k in keys), **STATES}
 
 
 def _array(values: Iterable[str | int | datetime | None]) -> str:
@@ -274,7 +295,8 @@ def _element(value: str | int | datetime | None) -> str:
 # -- decoding, by column name ----------------------------------------------------------
 
 
-def _names(cursor: psycopg.Cursor[Any]) -> tuple[str, ...]:
+def names(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> tuple[str, ...]:
+    """The column names of the cursor's last result."""
     return tuple(c.name for c in cursor.description or ())
 
 

@@ -296,9 +296,14 @@ class SqlStore(SqlViews):
     async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
         if not keys:
             return []
-        return await self._write_alone(
-            lambda conn: dispatch.claim(conn, self._d, keys, worker_id, now)
-        )
+        claimed = await self._d.claim_direct(keys, worker_id, now)  # on this loop if it can
+        if claimed is None:
+            return await self._write_alone(
+                lambda conn: dispatch.claim(conn, self._d, keys, worker_id, now)
+            )
+        if not any(tr.upstream for tr in claimed):
+            return claimed
+        return await self._read(lambda conn: dispatch.with_inputs(conn, claimed))
 
     async def heartbeat(
         self,
@@ -310,6 +315,9 @@ class SqlStore(SqlViews):
     ) -> Beat:
         if not keys:
             return Beat()
+        beat = await self._d.heartbeat_direct(keys, worker_id, now, held)
+        if beat is not None:
+            return beat
         return await self._write_alone(  # one statement on PostgreSQL (SQLite: a transaction)
             lambda conn: dispatch.heartbeat(conn, self._d, keys, worker_id, now, held=held)
         )
@@ -333,6 +341,12 @@ class SqlStore(SqlViews):
     ) -> Completion:
         if not outcomes:
             return Completion(applied=[])
+        if fence is None and (direct := await self._d.complete_direct(outcomes)) is not None:
+            done, rest = direct  # the outcomes of DAG runs are left for the engine's path
+            if not rest:
+                return done
+            more = await self._write(lambda conn: dispatch.complete(conn, self._d, rest))
+            return dispatch.merged(done, more)
         return await self._write(
             self._fenced(fence, lambda conn: dispatch.complete(conn, self._d, outcomes))
         )

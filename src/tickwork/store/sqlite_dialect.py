@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from tickwork.core.model import Job, NewRun, Run, TaskRun, TaskRunState
-from tickwork.ports import Beat, Maintenance, TaskKey
+from tickwork.core.model import Job, NewRun, Outcome, Run, TaskRun, TaskRunState
+from tickwork.ports import Beat, Completion, Maintenance, TaskKey
 from tickwork.store import dispatch, migrate, partitions
 from tickwork.store import sqlite_raw as raw
 from tickwork.store.columns import UTCDateTime
@@ -87,6 +87,21 @@ class SqliteDialect:
         return None  # a check and an executemany cost no round trips on SQLite
 
     async def execute_direct(self, statement: Statement) -> int | None:
+        return None
+
+    async def claim_direct(
+        self, keys: Sequence[TaskKey], worker_id: str, now: datetime
+    ) -> list[TaskRun] | None:
+        return None  # one writer thread: the engine's path is the only one
+
+    async def heartbeat_direct(
+        self, keys: Sequence[TaskKey], worker_id: str, now: datetime, held: Sequence[TaskKey]
+    ) -> Beat | None:
+        return None
+
+    async def complete_direct(
+        self, outcomes: Sequence[Outcome]
+    ) -> tuple[Completion, list[Outcome]] | None:
         return None
 
     # -- the worker's hot statements -------------------------------------------------------

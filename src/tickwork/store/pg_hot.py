@@ -1,0 +1,129 @@
+"""The worker's claim, heartbeat and completion on an asyncio psycopg connection
+(``DirectWriter``), on the worker's own event loop.
+
+At low load, one job at a time, each store call through the engine cost a thread hop each
+way (two wake-ups of the worker and a GIL hand-off), a pool checkout and, for a completion,
+four round trips (``BEGIN``, lock, write, ``COMMIT``). Here each is one autocommit
+statement: claim and heartbeat are ``pg_dispatch``'s own; the completion of runs of one
+task run locks, writes the task runs, their attempts and their runs in one statement
+(``_COMPLETE_ALONE``), taking from the locked row what ``dispatch.completion_values`` would
+(the outcome's part comes from ``dispatch.outcome_values``).
+
+A run of several task runs advances its DAG through ``refresh_runs`` (SQLAlchemy, in the
+completion's transaction): the statement locks such a task run but writes nothing to it,
+and hands its outcome back for ``dispatch.complete`` on the engine.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tickwork.core.model import Outcome, TaskRun
+from tickwork.ports import Beat, Completion, TaskKey
+from tickwork.store import pg_dispatch
+from tickwork.store.dispatch import outcome_values, outcomes_by_key
+
+Conn = psycopg.AsyncConnection[Any]
+
+#: ``dispatch.outcome_values``'s keys, in the order of ``_COMPLETE_ALONE``'s ``unnest``.
+_VALUES = ("id", "attempt", "state", "retry", "due_at", "started_at", "finished_at",
+           "worker_id", "error", "exit_code", "result", "run_state", "run_finished_at")  # fmt: skip
+
+#: Locks the running task runs of the outcomes in id order (as ``pg_dispatch``'s statements
+#: do, so no two transactions wait on each other in a circle), then, for those whose run has
+#: no other task run, writes what ``dispatch.complete`` writes: the task run (a retry's
+#: fields describe the attempt to come), its attempt history, its run. Every CTE sees the
+#: same snapshot; ``one`` reads the locked rows (the newest versions), so the history is of
+#: exactly the rows written. Returns every locked row: id, attempt, siblings, pool.
+_COMPLETE_ALONE = """
+WITH v AS (
+    SELECT * FROM unnest(
+        %(id)s::text[], %(attempt)s::int[], %(state)s::text[], %(retry)s::bool[],
+        %(due_at)s::timestamptz[], %(started_at)s::timestamptz[],
+        %(finished_at)s::timestamptz[], %(worker_id)s::text[], %(error)s::text[],
+        %(exit_code)s::int[], %(result)s::text[], %(run_state)s::text[],
+        %(run_finished_at)s::timestamptz[]
+    ) AS v(id, attempt, state, retry, due_at, started_at, finished_at, worker_id, error,
+           exit_code, result, run_state, run_finished_at)
+), locked AS (
+    SELECT t.id, t.attempt, t.run_id, t.due_at, t.started_at, t.heartbeat_at, t.worker_id,
+           t.pool, (SELECT count(*) FROM task_runs AS s WHERE s.run_id = t.run_id) AS siblings
+    FROM task_runs AS t
+    JOIN v ON t.id = v.id AND t.attempt = v.attempt
+    WHERE t.state = %(running)s
+    ORDER BY t.id
+    FOR UPDATE OF t
+), one AS (
+    SELECT l.id, l.attempt, l.run_id, l.heartbeat_at, v.state, v.retry,
+           coalesce(v.due_at, l.due_at) AS due_at,
+           coalesce(v.started_at, l.started_at) AS started_at, v.finished_at,
+           coalesce(v.worker_id, l.worker_id) AS worker_id, v.error, v.exit_code, v.result,
+           v.run_state, v.run_finished_at
+    FROM locked AS l JOIN v ON v.id = l.id
+    WHERE l.siblings = 1
+), done AS (
+    UPDATE task_runs AS t
+    SET state = one.state,
+        attempt = CASE WHEN one.retry THEN one.attempt + 1 ELSE one.attempt END,
+        due_at = one.due_at,
+        started_at = CASE WHEN one.retry THEN NULL ELSE one.started_at END,
+        finished_at = CASE WHEN one.retry THEN NULL ELSE one.finished_at END,
+        heartbeat_at = CASE WHEN one.retry THEN NULL ELSE one.heartbeat_at END,
+        worker_id = CASE WHEN one.retry THEN NULL ELSE one.worker_id END,
+        error = one.error, exit_code = one.exit_code, result = one.result
+    FROM one
+    WHERE t.id = one.id AND t.attempt = one.attempt AND t.state = %(running)s
+), history AS (
+    INSERT INTO attempts
+        (task_run_id, attempt, state, started_at, finished_at, error, exit_code, worker_id)
+    SELECT id, attempt, state, started_at, finished_at, error, exit_code, worker_id FROM one
+), alone AS (
+    UPDATE runs AS r
+    SET state = one.run_state, started_at = coalesce(r.started_at, one.started_at),
+        finished_at = one.run_finished_at
+    FROM one
+    WHERE r.id = one.run_id
+)
+SELECT id, attempt, siblings, pool FROM locked
+"""
+
+
+async def claim(
+    conn: Conn, keys: Sequence[TaskKey], worker_id: str, now: datetime
+) -> list[TaskRun]:
+    cursor = await conn.execute(*pg_dispatch.claim_statement(keys, worker_id, now))
+    return pg_dispatch.claimed(pg_dispatch.names(cursor), await cursor.fetchall())
+
+
+async def heartbeat(
+    conn: Conn, keys: Sequence[TaskKey], worker_id: str, now: datetime, held: Sequence[TaskKey]
+) -> Beat:
+    statement = pg_dispatch.heartbeat_statement(keys, worker_id, now, held)
+    return pg_dispatch.beat_of(await (await conn.execute(*statement)).fetchall())
+
+
+async def complete(conn: Conn, outcomes: Sequence[Outcome]) -> tuple[Completion, list[Outcome]]:
+    """``dispatch.complete`` of the outcomes whose runs hold one task run, in one statement;
+    and the outcomes it left for ``dispatch.complete`` (runs of several task runs)."""
+    values = [outcome_values(o) for o in outcomes_by_key(outcomes).values()]
+    params = pg_dispatch.arrays("", _VALUES, values) | pg_dispatch.STATES
+    rows = await (await conn.execute(_COMPLETE_ALONE, params)).fetchall()
+    family = {task_run_id for task_run_id, _, siblings, _ in rows if siblings != 1}
+    written = {(task_run_id, attempt): pool for task_run_id, attempt, siblings, pool in rows
+               if siblings == 1}  # fmt: skip
+    ended = Counter(
+        v["run_state"]
+        for v in values
+        if (v["id"], v["attempt"]) in written and v["run_finished_at"] is not None
+    )
+    done = Completion(
+        applied=[task_run_id for task_run_id, _ in written],
+        pools_freed=any(pool is not None for pool in written.values()),
+        runs_finished=dict(ended),
+    )
+    return done, [o for o in outcomes if o.task_run_id in family]
