@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -14,14 +15,28 @@ class Batcher(Generic[T]):
 
     There is no fixed interval: at low load a single item is written at once; under load
     the items that arrive during one write form the next batch. ``put`` returns a future
-    resolved when the item's batch has been written (or failed).
+    resolved when the item's batch has been written (or failed). With ``linger`` (seconds),
+    a batch waits that long for more items before it is written, unless it holds ``enough``
+    (default ``max_batch``) or ``close`` was called: for writes nobody waits on, so that at
+    low load a few items share a write instead of one write each, while under load nothing
+    waits longer than it takes ``enough`` items to arrive.
     """
 
-    def __init__(self, flush: Callable[[Sequence[T]], Awaitable[None]], max_batch: int = 1000):
+    def __init__(
+        self,
+        flush: Callable[[Sequence[T]], Awaitable[None]],
+        max_batch: int = 1000,
+        *,
+        linger: float = 0.0,
+        enough: int | None = None,
+    ):
         self._flush = flush
         self._max = max_batch
+        self._linger = linger
+        self._enough = max_batch if enough is None else min(enough, max_batch)
         self._items: list[tuple[T, asyncio.Future[None] | None]] = []
         self._ready = asyncio.Event()
+        self._full = asyncio.Event()  # a lingering batch goes now: ``enough`` items, or closing
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = False
@@ -29,16 +44,19 @@ class Batcher(Generic[T]):
     def put(self, item: T) -> asyncio.Future[None]:
         """Queue ``item``; the future resolves once its batch is written."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._items.append((item, done))
-        self._ready.set()
-        self._idle.clear()
+        self._add(item, done)
         return done
 
     def put_nowait(self, item: T) -> None:
         """Queue ``item`` without a future (a failed write stops ``run`` loudly instead)."""
-        self._items.append((item, None))
+        self._add(item, None)
+
+    def _add(self, item: T, done: asyncio.Future[None] | None) -> None:
+        self._items.append((item, done))
         self._ready.set()
         self._idle.clear()
+        if len(self._items) >= self._enough:
+            self._full.set()
 
     def pending(self) -> int:
         return len(self._items)
@@ -51,6 +69,7 @@ class Batcher(Generic[T]):
         """Flush until ``close`` is called and everything queued is written."""
         while True:
             await self._ready.wait()
+            await self._linger_a_little()
             self._ready.clear()
             while self._items:
                 batch, self._items = self._items[: self._max], self._items[self._max :]
@@ -62,6 +81,15 @@ class Batcher(Generic[T]):
     def close(self) -> None:
         self._closing = True
         self._ready.set()
+        self._full.set()
+
+    async def _linger_a_little(self) -> None:
+        if self._linger <= 0 or self._closing or len(self._items) >= self._enough:
+            return
+        self._full.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._linger):
+                await self._full.wait()
 
     async def _write(self, batch: list[tuple[T, asyncio.Future[None] | None]]) -> None:
         try:
