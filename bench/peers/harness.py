@@ -171,6 +171,8 @@ class PeerContender:
         self.records.wait(mark, n, timeout=120, stall=60, check=self._alive)
         cost = per_job(before, self._snapshot(), max(n, 1))  # the producer's own cost is not in
         starts, dups = first_starts(self.records.read(mark), "w2")
+        # Per job: submitted, submit call returned, started (a subclass may dig).
+        self.w2_times = (enqueued, out.get("returned_ns", enqueued), starts)
         values = [(ns - enqueued[i]) / 1e6 for i, ns in starts.items()]
         # The producer is paced but sequential: a submit call slower than 1/rate lowers the
         # rate actually offered (the latency of each job still counts from its own submit).

@@ -199,8 +199,44 @@ class TickworkContender(PeerContender):
             "pg_success": self._succeeded("w2", result.n)[0],
             "cpu_us_per_job": self._cpu_per_job(cpu, result.n),
             "pg_start_after_created_ms": self._delays("w2", "r.created_at"),
+            "path_ms": self._path("w2"),
         }
         return dataclasses.replace(result, extra=result.extra | extra)
+
+    def _path(self, tag: str) -> dict[str, Any]:
+        """Where each W2 job's time went, from the producer's submit to the task's first line:
+        ``api`` (submit → the API stamps ``runs.created_at``), ``to_claim`` (→ the worker's
+        claim is stamped ``started_at``: the insert, the publish, the delivery and the
+        worker's wake-up), ``to_task`` (→ the task body's record: the claim's round trip,
+        a slot, the task process); p50 / p99 of each, and their means over the slowest 2 %
+        of jobs (what makes the tail). Beside them, ``created_to_returned``: from the stamp
+        to the producer's call returning (the insert's commit, the publish, the answer),
+        which overlaps ``to_claim``. One machine, one clock."""
+        enqueued, returned, starts = self.w2_times
+        job = "(t.config::json->'kwargs'->>'i')::int"
+        rows = self._sql(
+            f"SELECT {job}, extract(epoch FROM r.created_at), extract(epoch FROM t.started_at) "
+            f"FROM task_runs t JOIN runs r ON r.id = t.run_id WHERE t.job_name = '{tag}-jobs'"
+        )
+        parts: list[tuple[float, float, float, float]] = []
+        for number, created, started in rows:
+            if (k := int(number)) in starts:
+                sub, back, rec = enqueued[k] / 1e6, returned[k] / 1e6, starts[k] / 1e6
+                c, s = float(created) * 1e3, float(started) * 1e3
+                parts.append((c - sub, s - c, rec - s, back - c))
+        if not parts:
+            return {}
+        parts.sort(key=lambda p: sum(p[:3]))
+        tail = parts[-max(len(parts) // 50, 1) :]
+        out: dict[str, Any] = {}
+        for at, name in enumerate(("api", "to_claim", "to_task", "created_to_returned")):
+            values = sorted(p[at] for p in parts)
+            out[name] = {
+                "p50": round(values[len(values) // 2], 2),
+                "p99": round(values[min(len(values) - 1, int(len(values) * 0.99))], 2),
+                "slowest_2pct_mean": round(sum(p[at] for p in tail) / len(tail), 2),
+            }
+        return out
 
     def stop(self) -> None:
         try:

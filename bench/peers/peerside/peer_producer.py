@@ -35,6 +35,7 @@ def w1(mod: Any, client: Any, n: int) -> dict[str, Any]:
 
 def w2(client: Any, rate: float, seconds: float) -> dict[str, Any]:
     enqueued: list[int] = []
+    returned: list[int] = []
     start = time.monotonic()
     for i in range(int(rate * seconds)):
         pause = start + i / rate - time.monotonic()
@@ -42,7 +43,8 @@ def w2(client: Any, rate: float, seconds: float) -> dict[str, Any]:
             time.sleep(pause)
         enqueued.append(time.time_ns())
         client.submit("w2", i)
-    return {"enqueue_ns": enqueued, "submit_s": time.monotonic() - start}
+        returned.append(time.time_ns())
+    return {"enqueue_ns": enqueued, "returned_ns": returned, "submit_s": time.monotonic() - start}
 
 
 def w3(client: Any, n: int, seed: int) -> dict[str, Any]:
