@@ -162,6 +162,21 @@ async def test_held_task_run_is_requeued_without_spending_an_attempt(store: SqlS
     assert (again.attempt, again.worker_id, again.started_at) == (held.attempt, "w2", at(220))
 
 
+async def test_start_stamps_only_the_workers_own_keys_at_their_attempt(store: SqlStore) -> None:
+    a, b, c = await _running(store, 3)
+    await store.heartbeat([key(a), key(b), key(c)], "w1", at(110), held=[key(a), key(b), key(c)])
+    wrong_attempt = (b.id, b.attempt + 1)
+
+    started = await store.start([key(a), wrong_attempt, ("missing", 1)], "w1", at(120))
+    assert await store.start([key(c)], "w2", at(120)) == set()  # another worker's
+
+    assert started == {key(a)}
+    stale = {tr.id: tr for tr in await store.stale_running(at(500), 10)}
+    assert (stale[a.id].started_at, stale[a.id].heartbeat_at) == (at(120), at(120))
+    assert (stale[b.id].started_at, stale[b.id].heartbeat_at) == (None, at(110))
+    assert (stale[c.id].started_at, stale[c.id].heartbeat_at) == (None, at(110))
+
+
 async def test_stale_running_returns_oldest_heartbeats_first(store: SqlStore) -> None:
     a, b = await _running(store, 2)
     await store.heartbeat([key(b)], "w1", at(150))

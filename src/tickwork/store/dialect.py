@@ -125,6 +125,12 @@ class Dialect(Protocol):
         """Stamp the running task runs of ``worker_id`` with these keys and mark the ``held``
         ones unstarted; which were cancelled and which it no longer holds (``Beat``)."""
 
+    def start(
+        self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
+    ) -> set[TaskKey]:
+        """Stamp ``started_at`` (and ``heartbeat_at``) of the running task runs of
+        ``worker_id`` with these keys; the keys it still held (``ExecutionStore.start``)."""
+
     def lock_running(
         self, conn: Connection, keys: Sequence[TaskKey]
     ) -> Sequence[Mapping[str, Any]]:
