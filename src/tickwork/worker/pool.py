@@ -25,6 +25,7 @@ from tickwork.ports import (
     TaskKey,
 )
 from tickwork.runtime.batch import Batcher
+from tickwork.runtime.cancel import CancelSignal
 from tickwork.runtime.retry import through_outages
 from tickwork.runtime.slots import Slots
 from tickwork.runtime.supervisor import supervise
@@ -70,7 +71,7 @@ class PoolConfig:
 @dataclass(slots=True)
 class _Active:
     task_run: TaskRun
-    cancel: asyncio.Event
+    cancel: CancelSignal  # an asyncio.Event that runners can also get called back by
     task: asyncio.Task[None] | None = None
     started: bool = False  # holds a slot (False: claimed ahead, still waiting)
     since: float = 0.0  # time.monotonic() when it got its slot
@@ -292,7 +293,7 @@ class WorkerPool:
             else:  # a duplicate or stale message: the store said no, nothing to wait for
                 self._acks.put_nowait(delivery)
         for task_run in claimed:
-            active = _Active(task_run, asyncio.Event())
+            active = _Active(task_run, CancelSignal())
             if (old := self._active.get(task_run.id)) is not None:
                 self._abandon(old)  # given back while we held it, and now claimed anew
             self._active[task_run.id] = active
