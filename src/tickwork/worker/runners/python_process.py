@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -39,64 +40,131 @@ class ChildDied(Exception):
     """The task process ended without replying (os._exit, a crash, the OOM killer)."""
 
 
-class _Child:
-    """One task process and its two pipes."""
+class _Pipes(asyncio.SubprocessProtocol):
+    """A task process's pipes, read by callbacks: each frame on its stdout goes straight to
+    the attempt's log sink or resolves its reply. (Through ``asyncio.subprocess`` streams an
+    attempt cost a task to read them, two ``readexactly`` awaits and a ``drain``: about a
+    third of the worker's own cost per python task, bench/README.md "Python task isolation".)
+    """
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        assert proc.stdin is not None and proc.stdout is not None
-        self._stdin = proc.stdin
-        self._stdout = proc.stdout
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._buffer = bytearray()
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._stdout_open = True
+        self.reply: asyncio.Future[dict[str, Any] | None] | None = None
+        self.output: LogSink | None = None
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self._transport = transport
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        buffer = self._buffer
+        buffer += data if isinstance(data, bytes) else data.encode()
+        start, size_of_head = 0, HEADER.size
+        while len(buffer) - start >= size_of_head:
+            (size,) = HEADER.unpack_from(buffer, start)
+            end = start + size_of_head + size
+            if len(buffer) < end:
+                break
+            self._deliver(json.loads(buffer[start + size_of_head : end]))
+            start = end
+        del buffer[:start]
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        if "o" in message:
+            if self.output is not None:
+                self.output.write(message["o"], message["d"])
+        elif self.reply is not None and not self.reply.done():
+            self.reply.set_result(message)
+
+    @property
+    def stdout_open(self) -> bool:
+        return self._stdout_open
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._stdout_open = False
+            if self.reply is not None and not self.reply.done():
+                self.reply.set_result(None)  # no reply will come: the attempt asks why
+            self._close_when_done()
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+        self._close_when_done()
+
+    def _close_when_done(self) -> None:
+        if self.exited.done() and not self._stdout_open and self._transport is not None:
+            self._transport.close()
+
+
+class _Child:
+    """One task process: its pipes, and the attempt it runs."""
+
+    def __init__(self, transport: asyncio.SubprocessTransport, pipes: _Pipes) -> None:
+        self._transport = transport
+        self._pipes = pipes
+        stdin = transport.get_pipe_transport(0)
+        assert isinstance(stdin, asyncio.WriteTransport)
+        self._stdin = stdin
+        self.pid: int = transport.get_pid()
 
     @classmethod
     async def start(cls) -> _Child:
         env = {**os.environ, "TICKWORK_WORKER_PID": str(os.getpid())}
-        proc = await asyncio.create_subprocess_exec(
+        loop = asyncio.get_running_loop()
+        transport, pipes = await loop.subprocess_exec(
+            lambda: _Pipes(loop),
             sys.executable,
             "-m",
             "tickwork.worker.child",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
             start_new_session=True,  # its own process group: killed with all it started
             env=env,
-            limit=1 << 20,
         )
-        child = cls(proc)
+        child = cls(transport, pipes)
         child._stdin.write(encode_frame({"path": sys.path}))
         return child
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None
+        return self._transport.get_returncode() is None and self._pipes.stdout_open
 
-    async def call(self, request: Mapping[str, Any], output: LogSink) -> dict[str, Any]:
-        """Send one attempt and pass its output on until the reply comes."""
-        self._stdin.write(encode_frame(request))
-        try:
-            await self._stdin.drain()
-            while True:
-                head = await self._stdout.readexactly(HEADER.size)
-                (size,) = HEADER.unpack(head)
-                message = json.loads(await self._stdout.readexactly(size))
-                if "o" not in message:
-                    return dict(message)
-                output.write(message["o"], message["d"])
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            code = await self.proc.wait()
-            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            raise ChildDied(f"the task's process died ({how})") from exc
+    def send(
+        self, request: Mapping[str, Any], output: LogSink
+    ) -> asyncio.Future[dict[str, Any] | None]:
+        """Send one attempt; its output goes to ``output`` until the reply resolves the
+        future (None: the process died first, see :meth:`died`)."""
+        reply: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+        self._pipes.reply, self._pipes.output = reply, output
+        if self._pipes.stdout_open:
+            self._stdin.write(encode_frame(request))
+        else:
+            reply.set_result(None)
+        return reply
+
+    async def died(self) -> ChildDied:
+        """Why the process ended without replying, once it has."""
+        await self._pipes.exited
+        code = self._transport.get_returncode() or 0
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        return ChildDied(f"the task's process died ({how})")
 
     async def kill(self, grace: float) -> None:
         """SIGTERM the process group, SIGKILL what is left after ``grace`` s."""
         self._signal(signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), grace)
+            await asyncio.wait_for(asyncio.shield(self._pipes.exited), grace)
         self._signal(signal.SIGKILL)  # its subprocesses too, even if it exited
-        await self.proc.wait()
+        await self._pipes.exited
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
+            os.killpg(self.pid, sig)
 
     def close(self) -> None:
         """Let an idle process end: its stdin closes, its loop ends."""
@@ -132,7 +200,7 @@ class ProcessPythonRunner:
 
     def pids(self) -> list[int]:
         """The task processes alive now (for measurements)."""
-        return [c.proc.pid for c in (*self._idle, *self._busy) if c.alive]
+        return [c.pid for c in (*self._idle, *self._busy) if c.alive]
 
     async def aclose(self) -> None:
         """Stop every task process (running attempts were cancelled by the pool first)."""
@@ -175,31 +243,36 @@ class ProcessPythonRunner:
         cancel: asyncio.Event,
     ) -> RunResult:
         timeout = task_run.timeout
-        child = self._idle.pop() if self._idle else await _Child.start()
+        child = self._idle_child() or await _Child.start()
         self._busy.add(child)
-        work = asyncio.ensure_future(child.call(request, output))
+        reply = child.send(request, output)
         try:
-            ending = await wait_for_end(work, timeout, cancel)
+            ending = await wait_for_end(reply, timeout, cancel)
         except BaseException:  # our own cancellation: the attempt must not outlive it
-            work.cancel()
             self._busy.discard(child)
             await asyncio.shield(child.kill(self._cancel_grace))
             kill_attempt(task_run.id, task_run.attempt)
             raise
+        self._busy.discard(child)
         if ending is not Ending.DONE:
-            work.cancel()
-            self._busy.discard(child)
             await child.kill(self._cancel_grace)
             kill_attempt(task_run.id, task_run.attempt)  # what left the group (setsid)
             output.write("system", f"{ending.value}: the task's process was stopped\n")
             return ended(ending, timeout)
-        self._busy.discard(child)
-        try:
-            reply = work.result()
-        except ChildDied as exc:
-            return RunResult(ok=False, error=str(exc))
+        message = reply.result()
+        if message is None:
+            return RunResult(ok=False, error=str(await child.died()))
         self._keep(child)
-        return _result(reply, output)
+        return _result(message, output)
+
+    def _idle_child(self) -> _Child | None:
+        """A warm process; one that died while idle (killed from outside) is let go."""
+        while self._idle:
+            child = self._idle.pop()
+            if child.alive:
+                return child
+            child.close()
+        return None
 
     def _keep(self, child: _Child) -> None:
         if child.alive:
