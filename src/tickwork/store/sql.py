@@ -111,8 +111,13 @@ class SqlStore(SqlViews):
 
     async def migrate(self) -> None:
         # Not through _transaction: on SQLite the upgrade sets a pragma before it begins.
-        engine = self._engines.write
-        await self._on_thread(self._engines.writers, lambda: self._d.upgrade(engine, "head"))
+        engines = self._engines
+
+        def upgrade() -> None:
+            engines.release_writer()  # the upgrade takes the pool's one writer connection
+            self._d.upgrade(engines.write, "head")
+
+        await self._on_thread(engines.writers, upgrade)
 
     async def close(self) -> None:
         await self._d.close()

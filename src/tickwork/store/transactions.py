@@ -18,7 +18,7 @@ from tickwork.ports import Fence
 from tickwork.store import fences
 from tickwork.store.common import conflict_from
 from tickwork.store.dialect import Dialect
-from tickwork.store.engine import Engines
+from tickwork.store.engine import Engines, HeldConnection
 
 T = TypeVar("T")
 
@@ -36,12 +36,14 @@ class SqlTransactions:
         return self._d.name
 
     async def _write(self, work: Callable[[Connection], T]) -> T:
-        return await self._run(self._engines.writers, self._engines.write, work)
+        engines = self._engines
+        return await self._run(engines.writers, engines.held or engines.write, work)
 
     async def _write_alone(self, work: Callable[[Connection], T]) -> T:
         """A write that is one statement (atomic by itself): PostgreSQL runs it in
         autocommit, one round trip instead of three (BEGIN, it, COMMIT)."""
-        return await self._run(self._engines.writers, self._engines.alone, work)
+        engines = self._engines
+        return await self._run(engines.writers, engines.held or engines.alone, work)
 
     async def _read(self, work: Callable[[Connection], T]) -> T:
         return await self._run(self._engines.readers, self._engines.read, work)
@@ -61,7 +63,9 @@ class SqlTransactions:
 
     @staticmethod
     async def _run(
-        threads: ThreadPoolExecutor, engine: Engine, work: Callable[[Connection], T]
+        threads: ThreadPoolExecutor,
+        engine: Engine | HeldConnection,
+        work: Callable[[Connection], T],
     ) -> T:
         return await SqlTransactions._on_thread(threads, lambda: _transaction(engine, work))
 
@@ -80,9 +84,11 @@ class SqlTransactions:
             raise
 
 
-def _transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
+def _transaction(engine: Engine | HeldConnection, work: Callable[[Connection], T]) -> T:
     """Run ``work`` in one transaction; unique violations become ``Conflict`` here, at the edge."""
     try:
+        if isinstance(engine, HeldConnection):
+            return engine.run(work)
         with engine.begin() as conn:
             return work(conn)
     except IntegrityError as exc:
