@@ -22,6 +22,11 @@ from tickwork.ports import Runner
 from tickwork.worker.runners.python import PythonRunner
 from tickwork.worker.runners.python_process import ProcessPythonRunner
 
+try:  # what the worker pool hands runners
+    from tickwork.runtime.cancel import CancelSignal as Cancel
+except ImportError:  # a tree from before it (measured through PYTHONPATH)
+    Cancel = asyncio.Event  # type: ignore[assignment,misc]
+
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOOP = TaskRun(
     id="tr-1",
@@ -57,7 +62,7 @@ def children_cpu(runner: Runner) -> float:
 async def measure(runner: Runner, tasks: int, concurrency: int) -> tuple[float, float, float]:
     async def some(n: int) -> None:
         for _ in range(n):
-            result = await runner.run(NOOP, NullSink(), asyncio.Event())
+            result = await runner.run(NOOP, NullSink(), Cancel())
             assert result.ok, result
 
     await asyncio.gather(*(some(1) for _ in range(concurrency)))  # warm: processes started
