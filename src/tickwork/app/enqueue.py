@@ -21,17 +21,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tickwork.app.enqueue_group import EnqueueGroups
 from tickwork.app.job_changes import config_for_run
 from tickwork.core.errors import Conflict, ValidationError
 from tickwork.core.model import Job, NewRun, RunState, RunTrigger, TaskRunState
 from tickwork.core.params import resolve_params
 from tickwork.core.runs import new_run
-from tickwork.ports import Broker, Delivery, JobChanged, KeyReceipt, RunCopy, Store
+from tickwork.ports import (
+    Broker,
+    Delivery,
+    EnqueueEntry,
+    JobChanged,
+    KeyReceipt,
+    RunCopy,
+    Store,
+)
 
 #: The most items ``enqueue_many`` takes in one call (one transaction).
 MAX_ENQUEUE_BATCH = 5000
 #: How many jobs ``Services`` keeps for enqueueing (emptied when full).
 ENQUEUE_JOB_CACHE = 1000
+#: Calls of up to this many items are written with the concurrent ones (``enqueue_group``).
+GROUP_ITEMS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +133,9 @@ class Enqueuer:
 
     Jobs enqueued to are kept (up to ENQUEUE_JOB_CACHE): the write's own transaction checks
     that the kept job is still the stored one (``planned_from``), so a single enqueue costs
-    one transaction, and a changed job is read again and planned anew.
+    one transaction, and a changed job is read again and planned anew. A call of a few items
+    shares its transaction with the calls made meanwhile (``enqueue_group``): each still
+    returns only once its runs are committed, and fails alone.
     """
 
     def __init__(
@@ -138,6 +151,7 @@ class Enqueuer:
         self._store, self._broker, self._get_job = store, broker, get_job
         self._clock, self._make_id, self._wake = clock, make_id, wake
         self._jobs: dict[str, Job] = {}
+        self._groups = EnqueueGroups(store, broker.publish, lambda e: deliveries_of(e.copies))
 
     async def enqueue(
         self,
@@ -155,16 +169,24 @@ class Enqueuer:
             done = [Enqueued(c.run_id, c.task_run_ids) for c in copies]
             key = None if receipt is None else receipt(done)
             try:
-                await self._store.enqueue_runs(copies, key, planned_from=job)
+                await self._write(copies, key, job)
                 break
             except JobChanged:  # changed since it was kept: plan again from the stored one
                 self._jobs.pop(name, None)
                 if fresh:
                     raise Conflict("job", f"job {name!r} changed meanwhile; retry") from None
-        await self._broker.publish(deliveries_of(copies))
         if any(c.template.run.state is RunState.SCHEDULED for c in copies):
             self._wake()  # delayed, or gated by a pool or run limit: the scheduler takes them
         return done
+
+    async def _write(self, copies: list[RunCopy], key: KeyReceipt | None, job: Job) -> None:
+        """Store and publish: a few runs with the concurrent calls' (group commit), many in
+        a transaction of their own."""
+        if len(copies) <= GROUP_ITEMS:
+            await self._groups.write(EnqueueEntry(copies, key, job))
+            return
+        await self._store.enqueue_runs(copies, key, planned_from=job)
+        await self._broker.publish(deliveries_of(copies))
 
     async def _job(self, name: str, fresh: bool) -> Job:
         job = None if fresh else self._jobs.get(name)

@@ -32,7 +32,7 @@ from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import NewRun, Outcome, RunState, RunTrigger, TaskRun, TaskRunState
 from tickwork.observe import metrics as m
 from tickwork.observe import tracing
-from tickwork.ports import Completion, Fenced, Lease, Materialization, RunCopy
+from tickwork.ports import Completion, EnqueueEntry, Fenced, Lease, Materialization, RunCopy
 
 S = TypeVar("S")
 log = logging.getLogger("tickwork.observe")
@@ -225,6 +225,13 @@ class ObservedStore:
     @staticmethod
     def _trace_enqueue_runs(_r: None, copies: Sequence[RunCopy], *_: Any, **__: Any) -> None:
         tracing.runs_created([(c.template.run, c.run_id) for c in copies])
+
+    @staticmethod
+    def _trace_enqueue_each(
+        outcomes: list[Exception | None], entries: Sequence[EnqueueEntry]
+    ) -> None:
+        written = (e for e, o in zip(entries, outcomes, strict=True) if o is None)
+        tracing.runs_created([(c.template.run, c.run_id) for e in written for c in e.copies])
 
     @staticmethod
     def _trace_materialize_many(_r: Any, items: Sequence[Materialization], **_: Any) -> None:

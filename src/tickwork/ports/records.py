@@ -10,11 +10,13 @@ from typing import Any
 
 from tickwork.core.errors import TickworkError
 from tickwork.core.model import (
+    Job,
     NewRun,
     Pool,
     Run,
     TaskRun,
 )
+from tickwork.ports.auth import KeyReceipt
 
 #: (task_run_id, attempt): what a broker message carries and what conditional updates check.
 TaskKey = tuple[str, int]
@@ -149,6 +151,17 @@ class RunCopy:
     configs: tuple[Mapping[str, Any], ...]
     priority: int | None = None
     due_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueEntry:
+    """One caller's enqueue among several written in one transaction (``enqueue_each``): its
+    runs, the ``Idempotency-Key`` receipt recorded with them, and the job they were planned
+    from (the write checks it is still the live one)."""
+
+    copies: Sequence[RunCopy]
+    receipt: KeyReceipt | None
+    planned_from: Job
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from tickwork.ports.records import (
     Beat,
     Completion,
     DeadLetterPage,
+    EnqueueEntry,
     JobFilter,
     Maintenance,
     Materialization,
@@ -170,6 +171,16 @@ class RunStore(Protocol):
         With ``planned_from``, the transaction first checks that this job (id and
         ``updated_at``) is still the live one, and raises ``JobChanged`` (nothing written)
         if it was changed, paused, resumed or deleted since: the caller plans again.
+        """
+
+    async def enqueue_each(self, entries: Sequence[EnqueueEntry]) -> list[Exception | None]:
+        """Insert the runs of several independent enqueues in one transaction (the API's
+        group commit), each entry as ``enqueue_runs`` would insert it alone.
+
+        Entries are checked one by one: one planned from a job that is no longer the live one
+        is left out (its outcome ``JobChanged``), one whose receipt's key a live record holds
+        is left out (``KeyTaken``); the others commit together. Returns each entry's outcome,
+        None for written. Raises if the transaction failed: then nothing is written.
         """
 
     async def get_run(self, run_id: str) -> RunDetail | None: ...

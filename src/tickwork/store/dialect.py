@@ -107,6 +107,14 @@ class Dialect(Protocol):
         """Run ``statement`` outside the store's threads (autocommit, on the event loop);
         its row count, or None when this dialect cannot or no connection is free."""
 
+    def grouped_insert(self, rows: RunRows, planned: Sequence[datetime]) -> Statement | None:
+        """One statement inserting the runs of several enqueues, each run (``rows.runs[i]``)
+        only if its job is still at version ``planned[i]`` (its ``updated_at``), returning
+        (run id, task runs inserted) per run inserted; None to insert them otherwise."""
+
+    async def fetch_direct(self, statement: Statement) -> list[tuple[Any, ...]] | None:
+        """``execute_direct``, returning the statement's rows."""
+
     # -- the worker's hot statements -------------------------------------------------------
     def claim(
         self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime

@@ -92,6 +92,12 @@ class PostgresDialect:
     async def execute_direct(self, statement: Statement) -> int | None:
         return await self._direct.execute(*statement)
 
+    def grouped_insert(self, rows: RunRows, planned: Sequence[datetime]) -> Statement | None:
+        return pg_enqueue.group_statement(rows, planned) if pg_enqueue.fits_group(rows) else None
+
+    async def fetch_direct(self, statement: Statement) -> list[tuple[Any, ...]] | None:
+        return await self._direct.fetch(*statement)
+
     # -- the worker's hot statements -------------------------------------------------------
     def claim(
         self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime

@@ -59,6 +59,15 @@ class DirectWriter:
 
         return await self.run(rowcount)
 
+    async def fetch(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]] | None:
+        """Run one statement in autocommit mode; the rows it returns, or None if no
+        connection is free here (the caller uses the engine instead)."""
+
+        async def rows(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            return await (await conn.execute(sql, params)).fetchall()
+
+        return await self.run(rows)
+
     async def run(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T | None:
         """``await work(conn)`` on a free connection (autocommit: ``work`` begins and ends
         any transaction itself); its result, or None if no connection is free here.

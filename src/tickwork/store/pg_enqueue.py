@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -30,6 +31,8 @@ from tickwork.store.schema import jobs, runs, task_runs
 
 #: Up to this many task-run rows go in one statement; more go by ``COPY``.
 MAX_ROWS = 32
+#: Up to this many task-run rows of a group of enqueues (``group_statement``) go in one.
+MAX_GROUP_ROWS = 256
 _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
 
 
@@ -59,24 +62,49 @@ def statement(
     return sql, tuple(params)
 
 
+def group_statement(rows: RunRows, planned: Sequence[datetime]) -> tuple[str, tuple[Any, ...]]:
+    """The ``INSERT`` of the runs of several independent enqueues (``Store.enqueue_each``):
+    each run (``rows.runs[i]``) goes in only if its job is still the version it was planned
+    from (``planned[i]``, that job's ``updated_at``), and its task runs only with it. The
+    statement returns one row per run inserted: its id and how many task runs went in (all
+    of the statement's)."""
+    sql = _group_statement(len(rows.runs), len(rows.task_runs))
+    params: list[Any] = []
+    _extend(params, runs, RUN_COLUMNS, rows.runs, planned)
+    _extend(params, task_runs, TASK_RUN_COLUMNS, rows.task_runs)
+    return sql, tuple(params)
+
+
+def fits_group(rows: RunRows) -> bool:
+    """Whether the rows of a group go in one ``group_statement``."""
+    return 0 < len(rows.task_runs) <= MAX_GROUP_ROWS
+
+
 def _extend(
-    params: list[Any], table: sa.Table, columns: Sequence[str], rows: Sequence[Row]
+    params: list[Any],
+    table: sa.Table,
+    columns: Sequence[str],
+    rows: Sequence[Row],
+    last: Sequence[Any] | None = None,
 ) -> None:
+    """Append the values of ``rows`` (and after each row's, ``last[i]`` if given)."""
     json_at = _json_columns(table.name, tuple(columns))
     dumped: dict[int, str] = {}  # the task runs of a job share most JSON values
-    for row in rows:
+    for n, row in enumerate(rows):
         if not json_at:
             params.extend(row)
-            continue
-        values = list(row)
-        for i in json_at:
-            value = values[i]
-            if value is not None:
-                text = dumped.get(id(value))
-                if text is None:
-                    text = dumped[id(value)] = json.dumps(value, separators=(",", ":"))
-                values[i] = text
-        params.extend(values)
+        else:
+            values = list(row)
+            for i in json_at:
+                value = values[i]
+                if value is not None:
+                    text = dumped.get(id(value))
+                    if text is None:
+                        text = dumped[id(value)] = json.dumps(value, separators=(",", ":"))
+                    values[i] = text
+            params.extend(values)
+        if last is not None:
+            params.append(last[n])
 
 
 @cache
@@ -111,12 +139,29 @@ def _statement(
     )
 
 
+@cache
+def _group_statement(n_runs: int, n_task_runs: int) -> str:
+    names = _names(RUN_COLUMNS)
+    job = qualified(None, jobs.name)
+    return (
+        f"WITH r AS (INSERT INTO {runs.name} ({names}) SELECT {names} FROM (VALUES "
+        f"{_values(runs, RUN_COLUMNS, n_runs, extra='timestamptz')}) AS v({names}, planned_at) "
+        f"WHERE EXISTS (SELECT 1 FROM {job} j WHERE j.id = v.job_id "
+        "AND j.updated_at = v.planned_at AND j.deleted_at IS NULL) RETURNING id), "
+        f"t AS (INSERT INTO {task_runs.name} ({_names(TASK_RUN_COLUMNS)}) SELECT * FROM (VALUES "
+        f"{_values(task_runs, TASK_RUN_COLUMNS, n_task_runs)}) AS v({_names(TASK_RUN_COLUMNS)}) "
+        "WHERE v.run_id IN (SELECT id FROM r) RETURNING 1) "
+        "SELECT id, (SELECT count(*) FROM t) FROM r"
+    )
+
+
 def _names(columns: Sequence[str]) -> str:
     return ", ".join(f'"{name}"' for name in columns)
 
 
-def _values(table: sa.Table, columns: Sequence[str], count: int) -> str:
-    row = "(" + ", ".join(f"%s::{_cast(table.c[name].type)}" for name in columns) + ")"
+def _values(table: sa.Table, columns: Sequence[str], count: int, extra: str | None = None) -> str:
+    casts = [f"%s::{_cast(table.c[name].type)}" for name in columns]
+    row = "(" + ", ".join(casts if extra is None else [*casts, f"%s::{extra}"]) + ")"
     return ", ".join([row] * count)
 
 

@@ -29,6 +29,7 @@ from tickwork.ports import (
     Beat,
     Completion,
     DeadLetterPage,
+    EnqueueEntry,
     Fence,
     JobFilter,
     KeyReceipt,
@@ -46,6 +47,7 @@ from tickwork.store import (
     alerts,
     backfills,
     dispatch,
+    enqueue_groups,
     fences,
     jobs,
     leases,
@@ -225,6 +227,21 @@ class SqlStore(SqlViews):
                 lambda conn: run_queries.enqueue_rows(conn, d, rows, statement, planned_from),
             )
         )
+
+    async def enqueue_each(self, entries: Sequence[EnqueueEntry]) -> list[Exception | None]:
+        d = self._d
+        if not any(e.receipt for e in entries):
+            rows = rows_of_copies([c for e in entries for c in e.copies])
+            planned = [e.planned_from.updated_at for e in entries for _ in e.copies]
+            statement = d.grouped_insert(rows, planned)
+            if statement is not None:
+                try:  # one autocommit statement, on the event loop when a connection is free
+                    inserted = await d.fetch_direct(statement)
+                except IntegrityError as exc:
+                    raise conflict_from(exc) or exc from None
+                if inserted is not None:
+                    return enqueue_groups.outcomes_of(entries, inserted)
+        return await self._write(lambda conn: enqueue_groups.enqueue_each(conn, d, entries))
 
     async def get_run(self, run_id: str) -> RunDetail | None:
         return await self._read(lambda conn: run_queries.get_run(conn, run_id))

@@ -89,6 +89,12 @@ class SqliteDialect:
     async def execute_direct(self, statement: Statement) -> int | None:
         return None
 
+    def grouped_insert(self, rows: RunRows, planned: Sequence[datetime]) -> Statement | None:
+        return None
+
+    async def fetch_direct(self, statement: Statement) -> list[tuple[Any, ...]] | None:
+        return None
+
     async def claim_direct(
         self, keys: Sequence[TaskKey], worker_id: str, now: datetime
     ) -> list[TaskRun] | None:
