@@ -1,5 +1,6 @@
-"""The enqueue route's lean handler (``api/hot.py``): it answers plain requests itself and
-every other request exactly as FastAPI's own handler does."""
+"""The enqueue route's lean handler (``api/hot.py``) and the fast path ahead of the middleware
+(``api/fast_path.py``): they answer plain requests themselves and every other request exactly
+as FastAPI's own handler does."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from tests.api.conftest import cron_job
 from tickwork.api import hot
 from tickwork.api.app import _ROUTERS, create_app
 from tickwork.api.auth import Security
+from tickwork.api.fast_path import EnqueueFastPath
 from tickwork.api.idempotency import IdempotentRoute
+from tickwork.api.limits import DEFAULT_MAX_BODY
 from tickwork.api.routers import write
 from tickwork.app.services import Services
 from tickwork.ports import Scope
@@ -45,21 +48,35 @@ ODD: list[tuple[str, str, dict[str, str], bytes | None]] = [
     ("bad token", URL, {"authorization": "Bearer tw_nope_x"}, b"{}"),
     ("read token", URL, {"authorization": "READ"}, b"{}"),
     ("key too long", URL, {**JSON, "idempotency-key": "k" * 300}, b"{}"),
+    ("a key", URL, {**JSON, "idempotency-key": "k-1"}, b'{"params": {"n": 1}}'),
+    ("over the body limit", URL, JSON, b'{"params": {"n": 1}}' + b" " * DEFAULT_MAX_BODY),
+    ("at the body limit", URL, JSON, b"{}" + b" " * (DEFAULT_MAX_BODY - 2)),
+    (
+        "a job needing admin",
+        "/api/v1/jobs/admin-only/runs",
+        {**JSON, "authorization": "WRITE"},
+        b"{}",
+    ),
 ]
 
 
 @pytest.fixture
 def full_app(services: Services, security: Security, monkeypatch: pytest.MonkeyPatch) -> FastAPI:
-    """The same API with FastAPI's handler only, as it was before the lean one."""
+    """The same API with FastAPI's handler only, as it was before the lean one and the fast
+    path."""
     monkeypatch.setattr(hot.HotRoute, "request_handler", IdempotentRoute.request_handler)
-    return create_app(services, security=security)
+    app = create_app(services, security=security)
+    fast: Any = EnqueueFastPath
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not fast]
+    return app
 
 
 @pytest.fixture
 async def clients(
     app: FastAPI, full_app: FastAPI, admin_token: str, security: Security
-) -> AsyncIterator[tuple[httpx2.AsyncClient, httpx2.AsyncClient, str]]:
+) -> AsyncIterator[tuple[httpx2.AsyncClient, httpx2.AsyncClient, dict[str, str]]]:
     read = (await security.tokens.create("reader", Scope.READ)).secret
+    write_token = (await security.tokens.create("writer", Scope.WRITE)).secret
     headers = {"Authorization": f"Bearer {admin_token}"}
     async with (
         httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), headers=headers,
@@ -70,7 +87,9 @@ async def clients(
         params = {"properties": {"n": {"type": "integer"}}}
         r = await lean.post("/api/v1/jobs", json={**cron_job("work"), "params": params})
         assert r.status_code == 201, r.text
-        yield lean, full, read
+        r = await lean.post("/api/v1/jobs", json=cron_job("admin-only"))  # a python task
+        assert r.status_code == 201, r.text
+        yield lean, full, {"READ": read, "WRITE": write_token}
 
 
 def _shape(r: httpx2.Response) -> tuple[int, Any, str | None]:
@@ -82,15 +101,15 @@ def _shape(r: httpx2.Response) -> tuple[int, Any, str | None]:
 
 @pytest.mark.parametrize(("what", "path", "headers", "body"), ODD, ids=[o[0] for o in ODD])
 async def test_the_lean_handler_answers_as_fastapis_does(
-    clients: tuple[httpx2.AsyncClient, httpx2.AsyncClient, str],
+    clients: tuple[httpx2.AsyncClient, httpx2.AsyncClient, dict[str, str]],
     what: str,
     path: str,
     headers: dict[str, str],
     body: bytes | None,
 ) -> None:
-    lean, full, read = clients
-    if headers.get("authorization") == "READ":
-        headers = {**headers, "authorization": f"Bearer {read}"}
+    lean, full, tokens = clients
+    if headers.get("authorization") in tokens:
+        headers = {**headers, "authorization": f"Bearer {tokens[headers['authorization']]}"}
     answers = [
         _shape(await client.post(path, headers=headers, content=body)) for client in (lean, full)
     ]
@@ -114,7 +133,9 @@ def _request(app: FastAPI, token: str, body: bytes) -> Request:
 
 
 async def test_plain_requests_never_reach_fastapis_handler(
-    clients: tuple[httpx2.AsyncClient, httpx2.AsyncClient, str], app: FastAPI, admin_token: str
+    clients: tuple[httpx2.AsyncClient, httpx2.AsyncClient, dict[str, str]],
+    app: FastAPI,
+    admin_token: str,
 ) -> None:
     handed: list[bytes] = []
 

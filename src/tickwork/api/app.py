@@ -12,6 +12,7 @@ from tickwork.api.audit import AuditTrail
 from tickwork.api.auth import Security, install_auth, requires
 from tickwork.api.deps import check_parameters
 from tickwork.api.errors import install_error_handlers
+from tickwork.api.fast_path import EnqueueFastPath
 from tickwork.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from tickwork.api.routers import audit, backfills, pools, read, secrets, tokens, why, write
 from tickwork.api.routers import health as health_routes
@@ -109,12 +110,15 @@ def create_app(
     app.include_router(health_routes.router)
     _publish_text_rule(app)
     install_error_handlers(app)
-    install_auth(app, security or Security.over(services))
+    security = security or Security.over(services)
+    install_auth(app, security)
     if role != "read":  # a read-only API writes nothing, so it has nothing to audit
         app.add_middleware(AuditTrail, store=services.store, prefix=API_PREFIX)
-    # Outermost: an oversize body is refused before auth, parsing or any write.
+    # An oversize body is refused before auth, parsing or any write.
     app.add_middleware(BodyLimit, max_bytes=max_body)
     app.add_middleware(RequestTimer)
+    if role != "read":  # outermost: the plain single enqueue, ahead of all of the above
+        app.add_middleware(EnqueueFastPath, services=services, security=security, max_body=max_body)
     return app
 
 

@@ -25,6 +25,7 @@ from tickwork.api.auth import AuthError, authenticate, bearer_of
 from tickwork.api.deps import services_of
 from tickwork.api.idempotency import (
     Handler,
+    IdempotencyKey,
     IdempotentRoute,
     json_response,
     pending_key,
@@ -32,6 +33,7 @@ from tickwork.api.idempotency import (
 )
 from tickwork.api.schemas.enqueue import EnqueuedRead, EnqueueIn
 from tickwork.api.text import NUL
+from tickwork.app.services import Services
 from tickwork.ports import ApiToken, Scope
 
 #: The scope of the write router the route is in (``create_app``; a test holds them equal).
@@ -44,13 +46,24 @@ async def enqueue_one(
     request: Request, name: str, token: ApiToken, body: EnqueueIn | None
 ) -> Response:
     """Enqueue one run of job ``name``: the route's work, whichever handler read the request."""
-    services = services_of(request)
+    done = await enqueue_plain(services_of(request), name, token, body, pending_key(request))
+    # The answer's JSON written directly: no response-model pass for two fields of ids.
+    return json_response(done, status.HTTP_201_CREATED)
+
+
+async def enqueue_plain(
+    services: Services,
+    name: str,
+    token: ApiToken,
+    body: EnqueueIn | None,
+    key: IdempotencyKey | None = None,
+) -> dict[str, Any]:
+    """The enqueue itself (also ``fast_path``'s): the answer's JSON object."""
     item = (body or EnqueueIn()).to_item(services.now())
-    receipt = receipt_of(pending_key(request), EnqueuedRead.plain)
+    receipt = receipt_of(key, EnqueuedRead.plain)
     check = job_check(token, JobAction.RUN)
     done = await services.enqueue_many(name, [item], receipt=receipt, batch=False, check=check)
-    # The answer's JSON written directly: no response-model pass for two fields of ids.
-    return json_response(EnqueuedRead.plain(done), status.HTTP_201_CREATED)
+    return EnqueuedRead.plain(done)
 
 
 class HotRoute(IdempotentRoute):
@@ -79,6 +92,8 @@ def lean_enqueue(full: Handler) -> Handler:
 
 
 _IRREGULAR: Any = object()
+#: What ``plain_body`` returns for a body the lean path does not read.
+IRREGULAR: Any = _IRREGULAR
 
 
 async def _token(request: Request) -> ApiToken | None:
@@ -90,11 +105,14 @@ async def _token(request: Request) -> ApiToken | None:
 
 
 async def _body(request: Request) -> EnqueueIn | None:
-    """The body as FastAPI would read it, or ``_IRREGULAR`` for any it reads otherwise."""
-    raw = await request.body()
+    return plain_body(await request.body(), request.headers.get("content-type"))
+
+
+def plain_body(raw: bytes, content_type: str | None) -> EnqueueIn | None:
+    """The body as FastAPI would read it, or ``IRREGULAR`` for any it reads otherwise."""
     if not raw:
         return None  # FastAPI: no body, the parameter's default
-    if request.headers.get("content-type") != _JSON:
+    if content_type != _JSON:
         return _IRREGULAR  # type: ignore[no-any-return]
     try:
         data = json.loads(raw)

@@ -72,7 +72,6 @@ class RequestTimer:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._children: dict[tuple[str, str, str], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -94,9 +93,19 @@ class RequestTimer:
 
     def _observe(self, scope: Scope, status: int, seconds: float) -> None:
         route = scope.get("route")
-        template = getattr(route, "path", None) or "unmatched"
-        key = (template, scope["method"], str(status))
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = m.HTTP_SECONDS.labels(*key)
-        child.observe(seconds)
+        observe_request(
+            getattr(route, "path", None) or "unmatched", scope["method"], status, seconds
+        )
+
+
+#: ``HTTP_SECONDS``' label children, looked up once: ``labels()`` costs more than the observation.
+_CHILDREN: dict[tuple[str, str, int], Any] = {}
+
+
+def observe_request(template: str, method: str, status: int, seconds: float) -> None:
+    """Record one request's duration under its route's ``template`` (``RequestTimer``'s)."""
+    key = (template, method, status)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = m.HTTP_SECONDS.labels(template, method, str(status))
+    child.observe(seconds)
