@@ -177,6 +177,18 @@ async def test_start_stamps_only_the_workers_own_keys_at_their_attempt(store: Sq
     assert (stale[c.id].started_at, stale[c.id].heartbeat_at) == (None, at(110))
 
 
+async def test_start_stamps_only_this_workers_running_attempts(store: SqlStore) -> None:
+    mine, other, done = await _running(store, 3)
+    await store.heartbeat([key(mine), key(other), key(done)], "w1", at(110), held=[key(mine)])
+    await store.complete([outcome(done, S.SUCCESS, at(115))])
+    asked = [key(mine), (other.id, other.attempt + 1), key(done), ("nope", 1)]
+
+    assert await store.start(asked, "w1", at(120)) == {key(mine)}
+    assert await store.start([key(other)], "w2", at(120)) == set()
+    lost = {tr.id: tr.started_at for tr in await store.stale_running(at(200), 10)}
+    assert lost == {mine.id: at(120), other.id: at(100)}
+
+
 async def test_stale_running_returns_oldest_heartbeats_first(store: SqlStore) -> None:
     a, b = await _running(store, 2)
     await store.heartbeat([key(b)], "w1", at(150))

@@ -138,6 +138,8 @@ async def test_a_task_run_claimed_ahead_is_requeued_unspent_when_its_worker_dies
     retry = RetryPolicy(max_attempts=1)
     busy = await insert(store, make_job("busy", now=now(), task=shell_sleeper(pidfile)))
     ahead = await insert(store, make_job("ahead", now=now(), task=shell_task("true"), retry=retry))
+    # Behind it in line: started ahead by the batch that starts ``ahead``, too late as well.
+    behind = await insert(store, make_job("behind", now=now(), task=shell_task("true")))
     broker = MemoryBroker()
     runners = build_runners()
     # One slot and short expected tasks: the second task run is claimed ahead and waits.
@@ -147,14 +149,16 @@ async def test_a_task_run_claimed_ahead_is_requeued_unspent_when_its_worker_dies
     pool = WorkerPool(store, broker, runners, config, clock=now, rand=random.random)
     loops = asyncio.create_task(pool.run())
     try:
-        await broker.publish(deliveries([*busy.task_runs, *ahead.task_runs]))
+        await broker.publish(deliveries([*busy.task_runs, *ahead.task_runs, *behind.task_runs]))
         pid = await eventually(lambda: _pid(pidfile), bool)
-        await eventually(lambda: _started_at(store, ahead), lambda s: s == (S.RUNNING, None))
+        unstarted = (S.RUNNING, None)
+        await eventually(lambda: _started_at(store, ahead), lambda s: s == unstarted)
+        await eventually(lambda: _started_at(store, behind), lambda s: s == unstarted)
         monkeypatch.setattr(store, "heartbeat", _cut_off)  # cut off: its beats fail
 
         lost = await store.stale_running(now() + timedelta(seconds=5), 10)
         # What the reaper re-sends goes to the other workers (not this one).
-        assert await reaper(store, MemoryBroker()).fail_lost(lost, now(), "worker lost") == 2
+        assert await reaper(store, MemoryBroker()).fail_lost(lost, now(), "worker lost") == 3
         os.kill(pid, signal.SIGKILL)  # its slot frees: the held one must not start now
         await eventually(lambda: _active(pool), lambda n: n == 0)
     finally:
@@ -163,6 +167,7 @@ async def test_a_task_run_claimed_ahead_is_requeued_unspent_when_its_worker_dies
         await close_runners(runners)
 
     assert await task_run_of(store, ahead) == (S.QUEUED, 1, None)  # no attempt spent
+    assert await task_run_of(store, behind) == (S.QUEUED, 1, None)  # and it did not run
     _, attempt, _ = await task_run_of(store, busy)
     assert attempt == 2  # the one that ran was judged (retried from the lost-worker budget)
     assert any("not started: the store gave it back" in r.getMessage() for r in caplog.records)

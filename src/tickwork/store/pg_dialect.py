@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tickwork.core.model import Job, NewRun, Outcome, Run, TaskRun
 from tickwork.ports import Beat, Completion, Maintenance, TaskKey
-from tickwork.store import dispatch, migrate, pg_dispatch, pg_enqueue, pg_hot, retention, run_keys
+from tickwork.store import migrate, pg_dispatch, pg_enqueue, pg_hot, retention, run_keys
 from tickwork.store.columns import UTCDateTime
 from tickwork.store.dialect import InsertOf, Row, RunRows, Statement, Writer
 from tickwork.store.pg_copy import copy_rows
@@ -117,7 +117,7 @@ class PostgresDialect:
     def start(
         self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime
     ) -> set[TaskKey]:
-        return dispatch.start(conn, keys, worker_id, now)
+        return pg_dispatch.start(conn, keys, worker_id, now)
 
     def lock_running(
         self, conn: Connection, keys: Sequence[TaskKey]

@@ -98,6 +98,21 @@ WHERE NOT EXISTS (
 )
 """
 
+#: A held task run about to run, still this worker's (``Store.start``): one statement, its rows
+#: locked in id order like every statement here.
+_START = f"""
+WITH locked AS ({_KEYED}
+    WHERE t.state = %(running)s AND t.worker_id = %(worker)s
+    ORDER BY t.id
+    FOR UPDATE OF t
+)
+UPDATE task_runs AS t
+SET started_at = %(now)s, heartbeat_at = %(now)s
+FROM locked
+WHERE t.id = locked.id
+RETURNING t.id, t.attempt
+"""
+
 #: The state each statement requires, sent as parameters rather than written as literals, so
 #: a prepared statement's generic plan cannot use the partial per-state indexes
 #: (``ix_task_runs_queued``/``_running``): with statistics that lag the churn (fresh partitions,
@@ -228,6 +243,17 @@ def beat_of(rows: Iterable[Sequence[Any]]) -> Beat:
         elif cancel:
             beat.cancelled.add(task_run_id)
     return beat
+
+
+def start_statement(
+    keys: Sequence[TaskKey], worker_id: str, now: datetime
+) -> tuple[str, dict[str, Any]]:
+    return _START, {**_key_arrays(keys), "worker": worker_id, "now": now}
+
+
+def start(conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[TaskKey]:
+    with _driver(conn) as cursor:
+        return {(row[0], row[1]) for row in cursor.execute(*start_statement(keys, worker_id, now))}
 
 
 def lock_statement(keys: Sequence[TaskKey]) -> tuple[str, dict[str, Any]]:

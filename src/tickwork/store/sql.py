@@ -347,7 +347,9 @@ class SqlStore(SqlViews):
     async def start(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[TaskKey]:
         if not keys:
             return set()
-        return await self._write(lambda conn: self._d.start(conn, keys, worker_id, now))
+        return await self._write_alone(  # one statement on PostgreSQL (SQLite: a transaction)
+            lambda conn: self._d.start(conn, keys, worker_id, now)
+        )
 
     async def requeue_unstarted(
         self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None

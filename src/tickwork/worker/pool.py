@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -76,6 +76,7 @@ class _Active:
     started: bool = False  # holds a slot (False: claimed ahead, still waiting)
     since: float = 0.0  # time.monotonic() when it got its slot
     held: bool = False  # a heartbeat marked it unstarted in the store: ``start`` it first
+    ahead: bool = False  # started in the store ahead of its slot (``HeldStarts``), still waiting
     abandoned: bool = False  # the store gave it to someone else: stop it, report nothing
 
 
@@ -148,7 +149,11 @@ class WorkerPool:
         self._cancels = cancels
         self._early_cancels: dict[TaskKey, float] = {}  # signalled before the claim returned
         self._beat_lock = asyncio.Lock()  # a heartbeat's marks land before a ``start``
-        self._starts = HeldStarts(self._start_batch)
+        self._starts = HeldStarts(self._start_batch, self._next_held)
+        self._started_ahead = 0  # task runs with ``ahead`` set
+        self._beat_at = time.monotonic()  # when the last heartbeat marked the waiting ones
+        self._granted = 0  # slots handed out since then
+        self._grant_rate = 0.0  # slots handed out per second between the last two beats
 
     @property
     def active_count(self) -> int:
@@ -276,10 +281,19 @@ class WorkerPool:
         return concurrency + prefetch
 
     async def _wait_for_slots(self) -> int:
-        while (free := self._capacity() - len(self._active)) <= 0 and not self._draining.is_set():
+        """Room to fetch into (or the drain began). With more task runs waiting for a slot
+        than there are slots, it waits for room for a quarter of the prefetch: a backlog is
+        then claimed in batches, not a few task runs each time some finished (each claim and
+        consume costs the same whatever its size)."""
+        while not self._draining.is_set():
+            capacity, limit = self._capacity(), self._slots.limit
+            free = capacity - len(self._active)
+            waiting = len(self._active) - self._slots.used
+            if free > 0 and (waiting <= limit or free >= (capacity - limit) // 4):
+                return free
             self._room.clear()
             await self._room.wait()
-        return free
+        return 0
 
     async def _claim_and_start(self, deliveries: Sequence[Delivery]) -> None:
         keys = [(d.task_run_id, d.attempt) for d in deliveries]
@@ -305,6 +319,12 @@ class WorkerPool:
     async def _execute(self, active: _Active) -> None:
         async with self._slots:
             active.started, active.since = True, time.monotonic()
+            self._granted += 1
+            if active.ahead:
+                active.ahead = False
+                self._started_ahead -= 1
+                if self._started_ahead <= self._slots.limit // 2:
+                    self._starts.kick()  # the next held ones, before their slots come
             if active.abandoned or (active.held and not await self._start_held(active)):
                 self._forget(active)
                 self._finish(active)
@@ -322,11 +342,45 @@ class WorkerPool:
         return False
 
     async def _start_batch(self, keys: Sequence[TaskKey]) -> set[TaskKey]:
-        async with self._beat_lock:  # the beat that marked them lands first
-            won = await through_outages(
-                "start", lambda: self._store.start(keys, self._config.worker_id, self._clock())
+        # Under the beat's lock, so that a task run's ``held`` always says what the store's
+        # last write for it said: the beat that marked them lands first, and a beat cannot
+        # mark one again between this start and ``held = False`` below.
+        async with self._beat_lock:
+            won = set(
+                await through_outages(
+                    "start", lambda: self._store.start(keys, self._config.worker_id, self._clock())
+                )
             )
-        return set(won)
+            for task_run_id, attempt in keys:
+                active = self._active.get(task_run_id)
+                if active is None or active.task_run.attempt != attempt or active.started:
+                    continue  # one with a slot learns its answer from ``HeldStarts``
+                if (task_run_id, attempt) not in won:
+                    self._abandon(active)  # started ahead too late: the reaper gave it back
+                elif active.held:
+                    active.held, active.ahead = False, True
+                    self._started_ahead += 1
+        return won
+
+    def _next_held(self, busy: Collection[TaskKey]) -> list[TaskKey]:
+        """The held task runs next in line for a slot (claim order is slot order), to start
+        with ``busy``: those expected to get a slot before the next heartbeat (at the rate
+        slots were handed out since the last two), at least as many as the slots. A task run
+        claimed since the last beat is started already; so is every one after it."""
+        until_beat = self._beat_at + self._config.heartbeat_interval - time.monotonic()
+        want = max(self._slots.limit, int(self._grant_rate * until_beat))
+        found: list[TaskKey] = []
+        for active in self._active.values():
+            if active.started or active.abandoned or active.ahead:
+                continue
+            if not active.held:
+                break
+            key = (active.task_run.id, active.task_run.attempt)
+            if key not in busy:
+                found.append(key)
+                if len(found) >= want:
+                    break
+        return found
 
     def _forget(self, active: _Active) -> None:
         """An attempt that ends without an outcome from us: ack its message, drop its hooks."""
@@ -413,12 +467,16 @@ class WorkerPool:
             await self._beat()
 
     async def _beat(self) -> None:
-        keys = [(a.task_run.id, a.task_run.attempt) for a in self._active.values()]
-        waiting = [a for a in self._active.values() if not a.started]
-        for active in waiting:
-            active.held = True
-        held = [(a.task_run.id, a.task_run.attempt) for a in waiting]
-        async with self._beat_lock:
+        async with self._beat_lock:  # see ``_start_batch``
+            keys = [(a.task_run.id, a.task_run.attempt) for a in self._active.values()]
+            waiting = [a for a in self._active.values() if not a.started]
+            for active in waiting:
+                active.held, active.ahead = True, False
+            self._started_ahead = 0
+            beat_at = time.monotonic()
+            self._grant_rate = self._granted / max(beat_at - self._beat_at, 1e-3)
+            self._beat_at, self._granted = beat_at, 0
+            held = [(a.task_run.id, a.task_run.attempt) for a in waiting]
             try:
                 beat = await self._store.heartbeat(
                     keys, self._config.worker_id, self._clock(), held=held

@@ -78,3 +78,53 @@ async def test_a_failed_batch_whose_waiter_was_cancelled_leaves_no_lost_exceptio
         loop.set_exception_handler(None)
     assert store.batches == [[("a", 1)]]
     assert lost == []
+
+
+async def test_a_batch_starts_the_held_task_runs_next_in_line_too() -> None:
+    store = Store(given_back=frozenset({("y", 1)}))
+    line = [("x", 1), ("y", 1), ("a", 1)]
+    starts = HeldStarts(store.start, lambda busy: [k for k in line if k not in busy])
+    first = asyncio.ensure_future(starts.start(("a", 1)))
+    for _ in range(3):  # the batch task starts and sends
+        await asyncio.sleep(0)
+    assert starts.in_flight
+    # x gets its slot while the batch that starts it ahead is in flight: it waits for that
+    # batch's answer instead of asking again.
+    x = asyncio.ensure_future(starts.start(("x", 1)))
+    await asyncio.sleep(0)
+    store.release.set()
+    assert (await first, await x) == (True, True)
+    assert store.batches == [[("a", 1), ("x", 1), ("y", 1)]]
+
+
+async def test_kick_sends_only_what_is_in_line_and_nothing_when_none_is() -> None:
+    store = Store()
+    store.release.set()
+    line: list[TaskKey] = [("x", 1)]
+    starts = HeldStarts(store.start, lambda busy: [k for k in line if k not in busy])
+    starts.kick()
+    await asyncio.sleep(0.01)
+    line.clear()
+    starts.kick()
+    await asyncio.sleep(0.01)
+    assert store.batches == [[("x", 1)]]
+    assert not starts.in_flight
+
+
+async def test_a_failed_batch_started_ahead_fails_the_waiters_it_has() -> None:
+    store = Store(fail=True)
+    starts = HeldStarts(store.start, lambda busy: [k for k in [("x", 1)] if k not in busy])
+    lost: list[dict[str, object]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: lost.append(context))
+    try:
+        waiter = asyncio.ensure_future(starts.start(("a", 1)))
+        store.release.set()
+        with pytest.raises(RuntimeError, match="database gone"):
+            await waiter
+        del waiter
+        gc.collect()  # x's future, which no one awaited, is gone: its exception was retrieved
+    finally:
+        loop.set_exception_handler(None)
+    assert store.batches == [[("a", 1), ("x", 1)]]
+    assert lost == []
