@@ -295,6 +295,9 @@ SPECS = [
     spec("tickwork-jobs", "anoop", 2, default=False, submit="jobs"),
     # W1 per job, as the peers submit it: one producer thread calling enqueue per job.
     spec("tickwork-each", "anoop", 1, default=False, submit="each"),
+    # W1 per job through the opt-in batching Producer (linger 5 ms): per-job calls, not
+    # per-call durability (close() waits for every run to be stored).
+    spec("tickwork-producer", "anoop", 1, default=False, submit="producer"),
     spec("tickwork-rabbitmq", "anoop", 2, default=False, broker=RABBITMQ),
 ]
 for _spec in SPECS:

@@ -15,6 +15,11 @@ Work goes through the public SDK (``tickwork.Client``, i.e. the HTTP API), in on
   in flight), W2 one ``enqueue`` (``POST /api/v1/jobs/{name}/runs``) per job.
 - ``each``: as ``enqueue``, but W1 too sends one ``enqueue`` per job, as the peers' W1 does
   (``task.delay`` per job), from ``PEERBENCH_TW_INFLIGHT`` threads.
+- ``producer``: as ``each``, but W1's per-job calls go through the opt-in batching
+  ``tickwork.sdk.producer.Producer`` (linger ``PEERBENCH_TW_LINGER`` s, default 0.005): a call
+  returns a future at once, the calls within a linger go as one ``enqueue_many``; W1's submit
+  ends when ``close()`` returned, every run stored. Not per-call durability: a contender of its
+  own, labelled so.
 - ``jobs``: a job per submit, named ``<tag>-<i>``: W1 ``create_jobs`` (``POST /api/v1/jobs/batch``,
   1,000 jobs per request), W2 one ``create_job`` (``POST /api/v1/jobs``) per job.
 
@@ -46,15 +51,20 @@ RUN_BATCH = 5000  # the enqueue batch endpoint's maximum
 INFLIGHT = int(os.environ.get("PEERBENCH_TW_INFLIGHT", "2"))
 TASK = os.environ.get("PEERBENCH_TW_TASK", "noop")
 SUBMIT = os.environ.get("PEERBENCH_TW_SUBMIT", "enqueue")
-if SUBMIT not in ("enqueue", "each", "jobs"):
-    raise SystemExit(f"PEERBENCH_TW_SUBMIT must be enqueue, each or jobs, not {SUBMIT!r}")
+if SUBMIT not in ("enqueue", "each", "producer", "jobs"):
+    raise SystemExit(f"PEERBENCH_TW_SUBMIT must be enqueue, each, producer or jobs, not {SUBMIT!r}")
+LINGER = float(os.environ.get("PEERBENCH_TW_LINGER", "0.005"))
 #: ``each``: W1 as the peers submit it, one ``enqueue`` (``POST /api/v1/jobs/{name}/runs``) per
 #: job, ``INFLIGHT`` threads each with its own client (1: the peers' one producer thread).
 ONE_RUN = SUBMIT == "each"
-ENQUEUES = SUBMIT in ("enqueue", "each")
+ENQUEUES = SUBMIT in ("enqueue", "each", "producer")
 BULK = (
     f"none: SDK enqueue per job (POST /api/v1/jobs/{{name}}/runs), {INFLIGHT} thread(s)"
     if ONE_RUN
+    else f"opt-in Producer.enqueue per job, one thread, linger {LINGER * 1000:g} ms: the calls "
+    "within a linger go as one enqueue_many (POST /api/v1/jobs/{name}/runs/batch); "
+    "submit ends at close(), every run stored"
+    if SUBMIT == "producer"
     else f"SDK enqueue_many (POST /api/v1/jobs/{{name}}/runs/batch), {RUN_BATCH} runs per request, "
     f"{INFLIGHT} request(s) in flight"
     if SUBMIT == "enqueue"
@@ -134,6 +144,9 @@ class Client:
             list(pool.map(each, range(INFLIGHT)))
 
     def submit_bulk(self, tag: str, ids: range) -> None:
+        if SUBMIT == "producer":
+            self._through_producer(tag, ids)
+            return
         if ONE_RUN:
             lanes = [list(ids[k::INFLIGHT]) for k in range(INFLIGHT)]
             self._in_flight(lambda c, lane: [self._enqueue(c, tag, i) for i in lane], lanes)
@@ -146,6 +159,18 @@ class Client:
         jobs = [job(tag, i, NOW) for i in ids]
         batches = [jobs[s : s + BATCH] for s in range(0, len(jobs), BATCH)]
         self._in_flight(lambda c, chunk: c.create_jobs(chunk, allow_past=True), batches)
+
+    def _through_producer(self, tag: str, ids: range) -> None:
+        """One ``Producer.enqueue`` per job from this thread; returns once every run is
+        stored (``close`` flushes and waits), and fails if any was refused."""
+        from tickwork.sdk.producer import Producer  # newer than some baselines
+
+        futures = []
+        with Producer(self._clients[0], linger=LINGER) as producer:
+            for i in ids:
+                futures.append(producer.enqueue(f"{tag}-jobs", {"tag": tag, "i": i}))
+        for future in futures:
+            future.result()
 
     @staticmethod
     def _enqueue(client: SdkClient, tag: str, i: int) -> None:
