@@ -23,7 +23,12 @@ PARTS = (
     ("broker", ("tickwork/broker/",)),
     ("metrics", ("tickwork/observe/", "prometheus_client/")),
 )
-WAITING = ("_worker (concurrent/futures/thread.py", "EpollSelector.select (selectors.py")
+WAITING = (
+    "_worker (concurrent/futures/thread.py",
+    "EpollSelector.select (selectors.py",
+    # asyncio's thread per task process, blocked in waitpid(2): py-spy counts it as running
+    "ThreadedChildWatcher._do_waitpid (asyncio/unix_events.py",
+)
 STORE_THREADS = ("tickwork-sqlite-", "tickwork-pg")
 
 
