@@ -19,6 +19,7 @@ API_PREFIX = "/api/v1"
 
 T = TypeVar("T")
 P = ParamSpec("P")
+_M = TypeVar("_M", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Call(Generic[T]):
 
     def options(self) -> dict[str, Any]:
         """What both clients pass to ``request`` besides method and URL."""
-        return {"json": self.json, "params": self.query(), "headers": self.headers}
+        return {"json": self.json, "params": self.query() or None, "headers": self.headers}
 
     def result(self, response: httpx2.Response) -> T:
         if response.status_code >= 400:
@@ -57,7 +58,11 @@ class operation(Generic[P, T]):
 
     def __init__(self, describe: Callable[P, Call[T]]) -> None:
         self._describe = describe
+        self._name = describe.__name__
         self.__doc__ = describe.__doc__
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self._name = name
 
     @overload
     def __get__(self, client: None, owner: type[Any]) -> Self: ...
@@ -78,14 +83,20 @@ class operation(Generic[P, T]):
             async def awaited(*args: P.args, **kwargs: P.kwargs) -> T:
                 return await send_async(describe(*args, **kwargs))
 
-            return awaited
+            return self._kept(client, awaited)
         send = cast("Client", client)._send
 
         @functools.wraps(describe)
         def called(*args: P.args, **kwargs: P.kwargs) -> T:
             return send(describe(*args, **kwargs))
 
-        return called
+        return self._kept(client, called)
+
+    def _kept(self, client: Client | AsyncClient, method: _M) -> _M:
+        """``method`` kept on the client: later calls find it there, without this descriptor
+        building it again (``functools.wraps`` costs more than a small call's own work)."""
+        vars(client)[self._name] = method
+        return method
 
 
 def flag(value: bool) -> str | None:
