@@ -13,7 +13,7 @@ from datetime import datetime
 from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import LogChunk, Outcome, TaskKind, TaskRun
 from tickwork.core.results import MAX_RESULT_BYTES, resolve_results
-from tickwork.hooks import Hooks, LogTail
+from tickwork.hooks import Hooks
 from tickwork.ports import (
     Broker,
     CancelSignals,
@@ -29,6 +29,8 @@ from tickwork.runtime.cancel import CancelSignal
 from tickwork.runtime.retry import through_outages
 from tickwork.runtime.slots import Slots
 from tickwork.runtime.supervisor import supervise
+from tickwork.worker.early_cancels import EarlyCancels
+from tickwork.worker.hooked import HookedRuns
 from tickwork.worker.logs import TaskLog, log_max_bytes
 from tickwork.worker.outcomes import outcome_of
 from tickwork.worker.starts import HeldStarts
@@ -36,7 +38,6 @@ from tickwork.worker.starts import HeldStarts
 log = logging.getLogger("tickwork.worker")
 
 DRAIN_WRITE_TIMEOUT = 10.0  # seconds drain waits for buffered logs and outcomes to be stored
-EARLY_CANCEL_MEMORY = 10.0  # seconds a cancel signal for an attempt not (yet) held is kept
 #: Seconds an ack waits for others to go with it, unless ACK_ENOUGH are waiting. Nothing waits
 #: on an ack (the outcome is stored already; an unacked message only stays pending, and a
 #: redelivery claims nothing), so at low load, where each job's ack was a broker round trip
@@ -93,15 +94,6 @@ def with_inputs(task_run: TaskRun) -> TaskRun:
     return replace(task_run, config=resolve_results(task_run.config, task_run.inputs))
 
 
-@dataclass(frozen=True, slots=True)
-class _Hooked:
-    """A task run with callbacks, and the end of its attempt's output, until its outcome is
-    stored and its callbacks fire."""
-
-    task_run: TaskRun
-    tail: LogTail
-
-
 class WorkerPool:
     """Executes task runs from the broker; the store decides who runs what (claim).
 
@@ -133,8 +125,7 @@ class WorkerPool:
         self._clock = clock
         self._rand = rand
         self._on_complete = on_complete
-        self._hooks = hooks
-        self._hooked: dict[str, _Hooked] = {}  # task run id -> until its callbacks fire
+        self._hooked = HookedRuns(hooks)
         self._active: dict[str, _Active] = {}
         self._slots = Slots(config.concurrency)
         self._room = asyncio.Event()  # set when a held task run finishes
@@ -147,7 +138,7 @@ class WorkerPool:
         self._acks: Batcher[Delivery] = Batcher(broker.ack, linger=ACK_LINGER, enough=ACK_ENOUGH)
         self._unacked: dict[TaskKey, Delivery] = {}  # claimed; acked once their outcome is
         self._cancels = cancels
-        self._early_cancels: dict[TaskKey, float] = {}  # signalled before the claim returned
+        self._early_cancels = EarlyCancels()  # signalled before the claim returned
         self._beat_lock = asyncio.Lock()  # a heartbeat's marks land before a ``start``
         self._starts = HeldStarts(self._start_batch, self._next_held)
         self._started_ahead = 0  # task runs with ``ahead`` set
@@ -311,7 +302,7 @@ class WorkerPool:
             if (old := self._active.get(task_run.id)) is not None:
                 self._abandon(old)  # given back while we held it, and now claimed anew
             self._active[task_run.id] = active
-            if self._early_cancels.pop((task_run.id, task_run.attempt), None) is not None:
+            if self._early_cancels.take((task_run.id, task_run.attempt)):
                 self._mark_cancelled(active)
             active.task = asyncio.create_task(self._execute(active), name=f"task:{task_run.id}")
 
@@ -385,9 +376,7 @@ class WorkerPool:
     def _forget(self, active: _Active) -> None:
         """An attempt that ends without an outcome from us: ack its message, drop its hooks."""
         key = (active.task_run.id, active.task_run.attempt)
-        hooked = self._hooked.get(active.task_run.id)
-        if hooked is not None and hooked.task_run.attempt == active.task_run.attempt:
-            del self._hooked[active.task_run.id]
+        self._hooked.forget(active.task_run)
         if (delivery := self._unacked.pop(key, None)) is not None:
             self._acks.put_nowait(delivery)
 
@@ -398,7 +387,7 @@ class WorkerPool:
             task_run,
             self._logs.put,
             self._clock,
-            self._tail_for(task_run),
+            self._hooked.tail_for(task_run),
             max_bytes=log_max_bytes(task_run.config),
         )
         try:
@@ -423,7 +412,7 @@ class WorkerPool:
             else:
                 self._outcomes.put_nowait(outcome)
         except BaseException:
-            self._hooked.pop(task_run.id, None)  # no outcome will come to fire its callbacks
+            self._hooked.drop(task_run.id)  # no outcome will come to fire its callbacks
             raise
         finally:
             self._finish(active)
@@ -433,13 +422,6 @@ class WorkerPool:
         if self._active.get(active.task_run.id) is active:
             del self._active[active.task_run.id]
         self._room.set()
-
-    def _tail_for(self, task_run: TaskRun) -> LogTail | None:
-        if self._hooks is None or not task_run.callbacks:
-            return None
-        tail = LogTail()
-        self._hooked[task_run.id] = _Hooked(task_run, tail)
-        return tail
 
     async def _run_one(self, task_run: TaskRun, sink: TaskLog, cancel: asyncio.Event) -> RunResult:
         runner = self._runners.get(task_run.kind)
@@ -512,22 +494,10 @@ class WorkerPool:
                 if active is not None and active.task_run.attempt == attempt:
                     self._mark_cancelled(active)
                 else:
-                    self._remember_early((task_run_id, attempt))
+                    self._early_cancels.remember((task_run_id, attempt))
 
     def _watching(self) -> list[TaskKey]:
         return [(a.task_run.id, a.task_run.attempt) for a in self._active.values()]
-
-    def _remember_early(self, key: TaskKey) -> None:
-        """A signal can beat the reply of the claim it concerns; keep it a little while.
-        Signals are broadcast, so most of these are for other workers: age them out."""
-        now = time.monotonic()
-        while self._early_cancels:
-            oldest = next(iter(self._early_cancels))
-            if now - self._early_cancels[oldest] < EARLY_CANCEL_MEMORY:
-                break
-            del self._early_cancels[oldest]
-        self._early_cancels.pop(key, None)  # re-inserted at the end: the dict stays in age order
-        self._early_cancels[key] = now
 
     @staticmethod
     def _mark_cancelled(active: _Active) -> None:
@@ -548,13 +518,4 @@ class WorkerPool:
             delivery = self._unacked.pop((outcome.task_run_id, outcome.attempt), None)
             if delivery is not None:
                 self._acks.put_nowait(delivery)
-        self._fire_hooks(outcomes, done.applied)
-
-    def _fire_hooks(self, outcomes: Sequence[Outcome], applied: Sequence[str]) -> None:
-        if not self._hooked or self._hooks is None:
-            return
-        stored = set(applied)  # an outcome the store refused (the reaper was first) fires none
-        for outcome in outcomes:
-            hooked = self._hooked.pop(outcome.task_run_id, None)
-            if hooked is not None and outcome.task_run_id in stored:
-                self._hooks.fire(hooked.task_run, outcome, hooked.tail.text())
+        self._hooked.fire(outcomes, done.applied)
