@@ -25,16 +25,19 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 #: ``Client`` shared by threads); each holds its own connection.
 MAX_CONNECTIONS = 100
 
+#: Seconds an idle pooled connection is kept: under the server's 5 s keep-alive (uvicorn's
+#: default), so the server never closes one the client is about to send on.
+KEEPALIVE_EXPIRY = 4.0
+
 
 def _limits(max_connections: int) -> httpx2.Limits:
     """Keep-alive for every connection the pool opens (httpx2 keeps only 20 by default, so
     32 requests in flight closed and reopened 12 connections after every burst). Idle ones
-    are dropped after 4 s, before the server's 5 s (uvicorn's default) could close one under
-    a request."""
+    are dropped after ``KEEPALIVE_EXPIRY``."""
     return httpx2.Limits(
         max_connections=max_connections,
         max_keepalive_connections=max_connections,
-        keepalive_expiry=4.0,
+        keepalive_expiry=KEEPALIVE_EXPIRY,
     )
 
 
