@@ -174,11 +174,13 @@ class PeerContender:
         # Per job: submitted, submit call returned, started (a subclass may dig).
         self.w2_times = (enqueued, out.get("returned_ns", enqueued), starts)
         values = [(ns - enqueued[i]) / 1e6 for i, ns in starts.items()]
-        # The producer is paced but sequential: a submit call slower than 1/rate lowers the
-        # rate actually offered (the latency of each job still counts from its own submit).
+        # The producer is paced, each of its lanes sequential (``--w2-lanes``): a call slower
+        # than lanes/rate lowers the rate actually offered (the latency of each job still
+        # counts from its own submit).
         offered = round(n / out["submit_s"], 1) if out["submit_s"] > 0 else 0.0
         return latency(
             values, lost=n - len(starts), duplicates=dups, rate=rate, offered_per_s=offered,
+            lanes=out.get("lanes", 1),
             cost=cost, idle_per_s=scaled(idle_cost, 1 / IDLE_S) | {"seconds": IDLE_S},
         )  # fmt: skip
 

@@ -11,7 +11,7 @@ private redis-server this script starts on a free port and, where needed, a fres
 database on the local server. Peers are installed in their own venvs under bench/.venvs/.
 
 Usage: python bench/peers/run.py [--peers celery,huey,dramatiq,procrastinate,tickwork]
-       [--w1 20000] [--w2-rate 200 --w2-seconds 10] [--w3 1000] [--workers 2]
+       [--w1 20000] [--w2-rate 200 --w2-seconds 10 --w2-lanes 1] [--w3 1000] [--workers 2]
 """
 
 from __future__ import annotations
@@ -48,6 +48,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--w1", type=int, default=20_000, help="W1 job count")
     p.add_argument("--w2-rate", type=float, default=200.0, help="W2 jobs per second")
     p.add_argument("--w2-seconds", type=float, default=10.0, help="W2 duration")
+    p.add_argument(
+        "--w2-lanes",
+        type=int,
+        default=1,
+        help="W2 producer threads, each with its own client, job i sent by thread i %% LANES at "
+        "its paced instant (1: one thread, a slow call lowers the rate offered; more: the rate "
+        "is offered as many request handlers would, calls overlap)",
+    )
     p.add_argument("--w3", type=int, default=1000, help="W3 job count")
     p.add_argument("--workers", type=int, default=2, help="worker processes per contender")
     p.add_argument("--pg-host", default="127.0.0.1")
@@ -55,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pg-user", default="postgres")
     p.add_argument("--out", type=Path, help="results dir (default bench/results/peers-<time>)")
     args = p.parse_args(argv)
+    if args.w2_lanes < 1:
+        p.error("--w2-lanes must be at least 1")
+    os.environ["PEERBENCH_W2_LANES"] = str(args.w2_lanes)  # the producers read it
     unknown = set(args.peers.split(",")) - set(REGISTRY)
     if unknown:
         p.error(f"unknown contenders {sorted(unknown)}; registered: {sorted(REGISTRY)}")
@@ -92,7 +103,7 @@ def run_one(name: str, services: Services, args: argparse.Namespace) -> dict[str
         result["info"] = asdict(contender.start())
         say(name, f"W1 {args.w1} jobs")
         result["w1"] = asdict(contender.w1(args.w1))
-        say(name, f"W2 {args.w2_rate:g}/s for {args.w2_seconds:g} s")
+        say(name, f"W2 {args.w2_rate:g}/s for {args.w2_seconds:g} s, {args.w2_lanes} lane(s)")
         result["w2"] = asdict(contender.w2(args.w2_rate, args.w2_seconds))
         say(name, f"W3 {args.w3} jobs due 5-15 s ahead")
         result["w3"] = asdict(contender.w3(args.w3))

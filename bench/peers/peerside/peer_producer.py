@@ -6,7 +6,9 @@ and ``Client``), does one thing and prints one JSON object on stdout:
   setup                prepare the peer's storage (Procrastinate: apply the schema)
   warm N               submit N jobs tagged "wu" (the harness waits for them to start)
   w1 N                 submit N jobs tagged "w1" through the peer's bulk API where it has one
-  w2 RATE SECONDS      submit RATE jobs/s for SECONDS, one at a time, paced; enqueue times out
+  w2 RATE SECONDS      submit RATE jobs/s for SECONDS, paced: job i at start + i / RATE, by
+                       one of ``PEERBENCH_W2_LANES`` threads (default 1), each with its own
+                       ``Client``; with one, a call slower than 1 / RATE lowers the rate offered
   w3 N SEED            N jobs due at distinct instants 5-15 s ahead, enqueued in shuffled order
                        (``Client.submit_at_many`` where the peer has it, else one at a time);
                        counts the jobs whose submit returned after their due instant
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import random
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,18 +37,37 @@ def w1(mod: Any, client: Any, n: int) -> dict[str, Any]:
     return {"first_submit_ns": first, "last_submit_ns": time.time_ns(), "bulk": mod.BULK}
 
 
-def w2(client: Any, rate: float, seconds: float) -> dict[str, Any]:
-    enqueued: list[int] = []
-    returned: list[int] = []
+def w2(mod: Any, client: Any, rate: float, seconds: float) -> dict[str, Any]:
+    n = int(rate * seconds)
+    lanes = max(1, int(os.environ.get("PEERBENCH_W2_LANES", "1")))
+    clients = [client] + [mod.Client() for _ in range(lanes - 1)]
+    enqueued, returned = [0] * n, [0] * n
+
+    def lane(k: int) -> None:
+        for i in range(k, n, lanes):
+            pause = start + i / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            enqueued[i] = time.time_ns()
+            clients[k].submit("w2", i)
+            returned[i] = time.time_ns()
+
     start = time.monotonic()
-    for i in range(int(rate * seconds)):
-        pause = start + i / rate - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)
-        enqueued.append(time.time_ns())
-        client.submit("w2", i)
-        returned.append(time.time_ns())
-    return {"enqueue_ns": enqueued, "returned_ns": returned, "submit_s": time.monotonic() - start}
+    try:
+        if lanes == 1:
+            lane(0)
+        else:
+            with ThreadPoolExecutor(lanes) as pool:
+                list(pool.map(lane, range(lanes)))
+    finally:
+        for other in clients[1:]:
+            other.close()
+    return {
+        "enqueue_ns": enqueued,
+        "returned_ns": returned,
+        "submit_s": time.monotonic() - start,
+        "lanes": lanes,
+    }
 
 
 def w3(client: Any, n: int, seed: int) -> dict[str, Any]:
@@ -87,7 +110,7 @@ def main(argv: list[str]) -> None:
         elif command == "w1":
             out = w1(mod, client, int(args[0]))
         elif command == "w2":
-            out = w2(client, float(args[0]), float(args[1]))
+            out = w2(mod, client, float(args[0]), float(args[1]))
         elif command == "w3":
             out = w3(client, int(args[0]), int(args[1]))
         else:
