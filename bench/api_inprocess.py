@@ -1,8 +1,10 @@
 """API CPU per single enqueue, in process: the app driven by raw ASGI calls (no uvicorn, no HTTP
 client), over a real PostgreSQL store (metrics on, as ``tickwork api`` runs it) and an in-memory
-broker. Less noisy than a real server under load, since only this process's CPU is counted.
+broker (or, with ``--redis URL``, the Redis broker under a key prefix of its own). Less noisy
+than a real server under load, since only this process's CPU is counted.
 
     PYTHONPATH=/tmp/base/src .venv/bin/python bench/api_inprocess.py [--runs 1000] [--width 32]
+        [--redis redis://127.0.0.1:6379/0]
 
 Creates a fresh database on ``--pg`` (dropped afterwards), applies a job with a params contract,
 warms up, then prints the process CPU per ``POST /api/v1/jobs/{name}/runs`` with one request
@@ -19,11 +21,13 @@ import time
 from typing import Any
 
 import psycopg
+import redis.asyncio as aioredis
 
 from tickwork.api.app import create_app
 from tickwork.api.auth import Security
 from tickwork.app.services import Services
 from tickwork.broker.memory import MemoryBroker
+from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.observe.store import observed_store
 from tickwork.ports import Scope
 from tickwork.store import open_store
@@ -67,10 +71,12 @@ async def call(app: Any, token: str, path: str, body: bytes) -> int:
     return status
 
 
-async def measure(url: str, runs: int, width: int) -> None:
+async def measure(url: str, runs: int, width: int, redis: str | None) -> None:
     store = observed_store(await open_store(url))
     await store.migrate()
-    services = Services(store, MemoryBroker())
+    prefix = f"bench-inprocess-{os.getpid()}"
+    broker = MemoryBroker() if redis is None else RedisStreamsBroker(redis, prefix=prefix)
+    services = Services(store, broker)
     security = Security.over(services)
     app = create_app(services, security=security)
     token = (await security.tokens.create("bench", Scope.ADMIN)).secret
@@ -94,6 +100,13 @@ async def measure(url: str, runs: int, width: int) -> None:
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     print(f"{width} in flight: {cpu / runs * 1e6:,.0f} µs CPU/request, {runs / wall:,.0f}/s")
     await store.close()
+    if isinstance(broker, RedisStreamsBroker):
+        await broker.close()
+        client = aioredis.Redis.from_url(redis)  # type: ignore[arg-type]
+        keys = [k async for k in client.scan_iter(match=f"*{prefix}*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
 
 
 def main() -> None:
@@ -101,13 +114,14 @@ def main() -> None:
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--width", type=int, default=32)
+    parser.add_argument("--redis", help="the Redis broker on this URL (default: in memory)")
     args = parser.parse_args()
     db = f"bench_api_inprocess_{os.getpid()}"
     with psycopg.connect(args.pg, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{db}"')
     try:
         url = args.pg.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-        asyncio.run(measure(f"{url}/{db}", args.runs, args.width))
+        asyncio.run(measure(f"{url}/{db}", args.runs, args.width, args.redis))
     finally:
         with psycopg.connect(args.pg, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')

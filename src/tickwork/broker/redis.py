@@ -24,7 +24,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,6 +43,7 @@ from tickwork.broker.redis_keys import (
     encode,
     lane_of,
 )
+from tickwork.broker.redis_publish import ReadyPublisher
 from tickwork.ports import BrokerUnavailable, Delivery
 
 log = logging.getLogger("tickwork.broker")
@@ -143,6 +144,9 @@ class RedisStreamsBroker:
         self._keys = RedisKeys(prefix)
         self._consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._client = connect(url, f"tickwork:{self._consumer}")
+        self._ready = ReadyPublisher(
+            url, f"tickwork:{self._consumer}:publish", self._client, self._keys
+        )
         self._take = self._client.register_script(_TAKE)
         self._reclaim_idle_ms = max(1, int(reclaim_idle * 1000))
         self._reclaim_every = reclaim_every
@@ -165,11 +169,8 @@ class RedisStreamsBroker:
 
     # -- publishing ------------------------------------------------------------------------
     async def publish(self, deliveries: Sequence[Delivery]) -> None:
-        if not deliveries:
-            return
-        pipe = self._client.pipeline(transaction=False)
-        self._add_ready(pipe, deliveries)
-        await self._send(pipe, "publish", len(deliveries))
+        if deliveries:
+            await self._send(self._ready.publish(deliveries), "publish", len(deliveries))
 
     async def publish_at(self, items: Sequence[tuple[Delivery, datetime]]) -> None:
         if not items:
@@ -182,14 +183,14 @@ class RedisStreamsBroker:
             self._add_ready(pipe, ready)
         if later:
             self._add_delayed(pipe, later)
-        await self._send(pipe, "publish_at", len(items))
+        await self._send(pipe.execute(), "publish_at", len(items))
 
     async def ack(self, deliveries: Sequence[Delivery]) -> None:
         if all(d.receipt is None for d in deliveries):
             return
         pipe = self._client.pipeline(transaction=False)
         self._add_acks(pipe, deliveries)
-        await self._send(pipe, "ack", len(deliveries))
+        await self._send(pipe.execute(), "ack", len(deliveries))
 
     def _add_acks(self, pipe: Pipeline, deliveries: Sequence[Delivery]) -> None:
         """One ``XACK`` and one ``XDEL`` per stream for the whole batch."""
@@ -219,9 +220,9 @@ class RedisStreamsBroker:
         for queue in queues:  # consumers may sleep until a later due time: wake them
             pipe.xadd(self._keys.wake(queue), {"w": "1"}, maxlen=1, approximate=False)
 
-    async def _send(self, pipe: Pipeline, what: str, count: int) -> None:
+    async def _send(self, sending: Awaitable[Any], what: str, count: int) -> None:
         try:
-            await pipe.execute()
+            await sending
         except UNREACHABLE as exc:
             self._backoff.failed(exc)
             log.warning("%s: %d message(s) dropped; the scheduler re-sends them", what, count)
@@ -297,7 +298,7 @@ class RedisStreamsBroker:
         pipe = self._client.pipeline(transaction=True)
         self._add_ready(pipe, [dataclasses.replace(d, receipt=None) for d in deliveries])
         self._add_acks(pipe, deliveries)
-        await self._send(pipe, "give back", len(deliveries))
+        await self._send(pipe.execute(), "give back", len(deliveries))
 
     def _layout(self, queues: Sequence[str]) -> _Layout:
         # Rotate the queues each call, so that within a lane no queue starves the others.
@@ -499,6 +500,7 @@ class RedisStreamsBroker:
         received, self._received = self._received, []
         if received:  # read but never handed out: back to the streams for another consumer
             await self._give_back(received)
+        await self._ready.close()
         await self._client.aclose()
 
 
