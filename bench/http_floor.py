@@ -5,11 +5,12 @@
 Starts uvicorn (as ``tickwork api`` runs it: httptools, no access log) on a free port with a
 bare ASGI app that answers every request ``201 {"run_id": ..., "task_run_ids": [...]}`` without
 reading anything but the body, then measures what ``bench/producer.py`` measures, with the
-SDK's own transports: one thread calling ``Client.enqueue`` in a loop, and one ``AsyncClient``
-with ``--in-flight`` calls at once. It prints jobs/s and the client's and the server's CPU per
-call: what HTTP alone (httpx2 on the client side, uvicorn on the server side) costs, with no
-database, no broker and no tickwork server code. Also: the same ``AsyncClient`` calls through
-``httpx2.MockTransport`` (no socket, no server) for the client library's own CPU per call.
+SDK's own wires (``sdk/wires.py``: urllib3 for ``Client``, aiohttp for ``AsyncClient``): one
+thread calling ``Client.enqueue`` in a loop, and one ``AsyncClient`` with ``--in-flight`` calls
+at once. It prints jobs/s and the client's and the server's CPU per call: what HTTP alone
+costs, with no database, no broker and no tickwork server code. Also: the same
+``AsyncClient`` calls through ``httpx2.MockTransport`` (no socket, no server; the httpx2 wire a
+given ``transport`` takes) for the SDK's own CPU per call above the network.
 """
 
 from __future__ import annotations

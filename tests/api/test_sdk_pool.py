@@ -5,18 +5,16 @@ requests came on."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 import tickwork.sdk.clients as sdk_clients
 from tests.api.conftest import cron_job
+from tests.api.served import serving
 from tickwork.sdk import AsyncClient, Client
 
 IN_FLIGHT = 32
@@ -66,25 +64,8 @@ async def served(
     r = await api.post("/api/v1/jobs", json=cron_job("work"))
     assert r.status_code == 201, r.text
     counted = Connections(app)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            counted, log_level="warning", lifespan="off", timeout_keep_alive=int(KEEPALIVE) * 2
-        )
-    )
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", counted
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    async with serving(counted, timeout_keep_alive=int(KEEPALIVE) * 2) as url:
+        yield url, counted
 
 
 async def test_async_client_has_32_in_flight_and_reuses_their_connections(

@@ -8,12 +8,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeVar, cast, overload
 from urllib.parse import quote
 
-import httpx2
-
 from tickwork.sdk.errors import api_error
 
 if TYPE_CHECKING:
     from tickwork.sdk.clients import AsyncClient, Client
+    from tickwork.sdk.wires import Answer
 
 API_PREFIX = "/api/v1"
 
@@ -41,11 +40,7 @@ class Call(Generic[T]):
     def url(self) -> str:
         return self.prefix + self.path
 
-    def options(self) -> dict[str, Any]:
-        """What both clients pass to ``request`` besides method and URL."""
-        return {"json": self.json, "params": self.query() or None, "headers": self.headers}
-
-    def result(self, response: httpx2.Response) -> T:
+    def result(self, response: Answer) -> T:
         if response.status_code >= 400:
             raise api_error(response)
         body: Any = None if response.status_code == 204 else response.json()

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self, TypeVar
-
-import httpx2
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from tickwork.sdk.admin import AdminOperations
 from tickwork.sdk.backfills import BackfillOperations
 from tickwork.sdk.calls import Call
-from tickwork.sdk.errors import Unreachable
 from tickwork.sdk.insight import InsightOperations
 from tickwork.sdk.jobs import JobOperations
 from tickwork.sdk.runs import RunOperations
+from tickwork.sdk.wires import AiohttpWire, AsyncHttpxWire, HttpxWire, Settings, Urllib3Wire
+
+if TYPE_CHECKING:
+    import httpx2
 
 T = TypeVar("T")
 
@@ -30,28 +31,18 @@ MAX_CONNECTIONS = 100
 KEEPALIVE_EXPIRY = 4.0
 
 
-def _limits(max_connections: int) -> httpx2.Limits:
-    """Keep-alive for every connection the pool opens (httpx2 keeps only 20 by default, so
-    32 requests in flight closed and reopened 12 connections after every burst). Idle ones
-    are dropped after ``KEEPALIVE_EXPIRY``."""
-    return httpx2.Limits(
-        max_connections=max_connections,
-        max_keepalive_connections=max_connections,
-        keepalive_expiry=KEEPALIVE_EXPIRY,
-    )
-
-
-def _headers(token: str | None) -> dict[str, str] | None:
-    return {"Authorization": f"Bearer {token}"} if token else None
+def _settings(url: str, token: str | None, timeout: float, max_connections: int) -> Settings:
+    return Settings(url.rstrip("/"), token, timeout, max_connections, KEEPALIVE_EXPIRY)
 
 
 class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations, InsightOperations):
     """A synchronous client of one tickwork server. Use it as a context manager, or ``close()``.
 
     ``token`` is a bearer token (``tw_...``); every route but the health checks needs one.
-    ``transport`` replaces the network (tests pass one that calls the ASGI app in process).
-    Connections are kept alive and pooled: up to ``max_connections`` (threads sharing the
-    client each hold one while their request runs).
+    Calls go through urllib3's connection pool (``sdk/wires.py``); ``transport`` (httpx2's)
+    replaces the network (tests pass one that calls the ASGI app in process). Connections are
+    kept alive and pooled: up to ``max_connections`` (threads sharing the client each hold
+    one while their request runs).
     """
 
     is_async = False
@@ -65,11 +56,9 @@ class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations, 
         transport: httpx2.BaseTransport | None = None,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx2.Client(
-            base_url=self.url, timeout=timeout, transport=transport, headers=_headers(token),
-            limits=_limits(max_connections),
-        )  # fmt: skip
+        settings = _settings(url, token, timeout, max_connections)
+        self.url = settings.url
+        self._wire = Urllib3Wire(settings) if transport is None else HttpxWire(settings, transport)
 
     def __enter__(self) -> Self:
         return self
@@ -83,14 +72,10 @@ class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations, 
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        self._wire.close()
 
     def _send(self, call: Call[T]) -> T:
-        try:
-            response = self._http.request(call.method, call.url(), **call.options())
-        except httpx2.TransportError as e:
-            raise Unreachable(self.url, str(e) or type(e).__name__) from e
-        return call.result(response)
+        return call.result(self._wire.send(call))
 
 
 class AsyncClient(
@@ -99,9 +84,10 @@ class AsyncClient(
     """An asynchronous client of one tickwork server: ``Client``'s methods, each awaited.
     Use it as an async context manager, or ``await close()``.
 
-    ``transport`` replaces the network (tests pass ``httpx2.ASGITransport(app=...)``).
-    Connections are kept alive and pooled: up to ``max_connections`` requests in flight at
-    once (``asyncio.gather`` of many ``enqueue`` calls), more wait for a free connection.
+    Calls go through aiohttp (``sdk/wires.py``); ``transport`` (httpx2's) replaces the
+    network (tests pass ``httpx2.ASGITransport(app=...)``). Connections are kept alive and
+    pooled: up to ``max_connections`` requests in flight at once (``asyncio.gather`` of many
+    ``enqueue`` calls), more wait for a free connection.
     """
 
     is_async = True
@@ -115,11 +101,11 @@ class AsyncClient(
         transport: httpx2.AsyncBaseTransport | None = None,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx2.AsyncClient(
-            base_url=self.url, timeout=timeout, transport=transport, headers=_headers(token),
-            limits=_limits(max_connections),
-        )  # fmt: skip
+        settings = _settings(url, token, timeout, max_connections)
+        self.url = settings.url
+        self._wire = (
+            AiohttpWire(settings) if transport is None else AsyncHttpxWire(settings, transport)
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -133,11 +119,7 @@ class AsyncClient(
         await self.close()
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._wire.close()
 
     async def _send(self, call: Call[T]) -> T:
-        try:
-            response = await self._http.request(call.method, call.url(), **call.options())
-        except httpx2.TransportError as e:
-            raise Unreachable(self.url, str(e) or type(e).__name__) from e
-        return call.result(response)
+        return call.result(await self._wire.send(call))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-import httpx2
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tickwork.sdk.wires import Answer
 
 
 class ClientError(Exception):
@@ -28,7 +31,7 @@ class Unreachable(ClientError):
         self.url = url
 
 
-def api_error(response: httpx2.Response) -> ApiError:
+def api_error(response: Answer) -> ApiError:
     try:
         error = response.json()["error"]
         return ApiError(response.status_code, error["code"], error["message"], error.get("field"))
