@@ -80,6 +80,19 @@ def cpu_seconds(pid: int, *, children: bool = True) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def wakeups(pid: int) -> int:
+    """Voluntary context switches of the process's threads so far (each a sleep, and then a
+    wake-up the machine has to schedule: on a busy machine each one is a delay)."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        total += sum(int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("vol"))
+    return total
+
+
 @contextmanager
 def tickwork_up(workers: int, command: list[str] | None = None) -> Iterator[Server]:
     """`tickwork up` on a fresh data dir; ``command`` runs it instead of the ``tickwork``
@@ -217,16 +230,17 @@ def w1_throughput(
     return throughput(srv, n, (t0, submitted, done), cpu0)
 
 
-def cpu_now(srv: Server) -> tuple[float, float]:
-    return cpu_seconds(srv.pid), cpu_seconds(srv.pid, children=False)
+def cpu_now(srv: Server) -> tuple[float, float, float]:
+    return cpu_seconds(srv.pid), cpu_seconds(srv.pid, children=False), wakeups(srv.pid)
 
 
 def throughput(
-    srv: Server, n: int, times: tuple[float, float, float], cpu0: tuple[float, float]
+    srv: Server, n: int, times: tuple[float, float, float], cpu0: tuple[float, float, float]
 ) -> dict[str, float]:
-    """W1's figures; CPU per job of `tickwork up` with its task processes, and alone."""
+    """W1's figures; CPU per job of `tickwork up` with its task processes, and alone, and
+    the up process's threads' wake-ups per job."""
     t0, submitted, done = times
-    total, alone = (after - before for after, before in zip(cpu_now(srv), cpu0, strict=True))
+    total, alone, woken = (a - b for a, b in zip(cpu_now(srv), cpu0, strict=True))
     return {
         "jobs": n,
         "submit_s": round(submitted - t0, 3),
@@ -234,6 +248,7 @@ def throughput(
         "jobs_per_s": round(n / (done - t0), 1),
         "server_cpu_us_per_job": round(total / n * 1e6),
         "up_process_cpu_us_per_job": round(alone / n * 1e6),
+        "up_wakeups_per_job": round(woken / n, 2),
     }
 
 
@@ -281,12 +296,13 @@ def w3_at_lateness(srv: Server, n: int) -> dict[str, float]:
         job(f"w3-{i}", {"kind": "at", "at": (base + timedelta(seconds=i * step)).isoformat()})
         for i in range(n)
     ]
-    cpu0 = cpu_seconds(srv.pid)
+    cpu0, woken0 = cpu_seconds(srv.pid), wakeups(srv.pid)
     with httpx2.Client(base_url=srv.url, headers=srv.headers) as client:
         for s in range(0, n, 500):
             post_batch(client, jobs[s : s + 500])
     wait_done(srv.db, "w3-", n, timeout=60)
     cpu = cpu_seconds(srv.pid) - cpu0  # mostly scheduler passes while the jobs wait
+    woken = wakeups(srv.pid) - woken0
     # On a loaded machine the batch may be created after some of its instants: those are
     # late before tickwork could start them, so they are counted apart.
     created_late = db_rows(
@@ -296,6 +312,7 @@ def w3_at_lateness(srv: Server, n: int) -> dict[str, float]:
     return {
         **summary(delays_ms(srv.db, "w3-", "logical")),
         "server_cpu_s": round(cpu, 2),
+        "up_wakeups_per_run": round(woken / n, 1),
         "created_after_due": created_late,
     }
 
