@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -63,6 +64,10 @@ PG_PING_IDLE = 1.0
 SQLITE_READERS = 4
 
 
+class WriterBusy(Exception):
+    """The writer connection is in a transaction on another thread (``HeldConnection.run_now``)."""
+
+
 class HeldConnection:
     """The SQLite writer thread's one connection, kept checked out between transactions.
 
@@ -70,25 +75,57 @@ class HeldConnection:
     transaction: about 12 of the 30 µs of CPU a small write transaction costs here (BEGIN
     IMMEDIATE, one INSERT, COMMIT: 29-31 µs through ``engine.begin()``, 17-19 µs on a kept
     connection). The writer is one thread over a pool of one, so nothing else wants the
-    connection meanwhile. It is used on the writer thread only; one that SQLAlchemy
-    invalidated (the file went away) is replaced, and ``close`` (on that thread) gives it
-    back before the engine is disposed or the schema migrated.
+    connection meanwhile. It is used on the writer thread, and by ``run_now`` on the caller's
+    thread while the writer thread is idle (one transaction at a time, under ``_busy``); one
+    that SQLAlchemy invalidated (the file went away) is replaced, and ``close`` gives it back
+    before the engine is disposed or the schema migrated.
     """
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._conn: Connection | None = None
+        self._busy = threading.Lock()  # held for each transaction, on whichever thread
+        self._ended = 0.0  # when the last transaction ended (time.monotonic)
 
     def run(self, work: Callable[[Connection], T]) -> T:
         """``work`` in one transaction on the kept connection."""
+        with self._busy:
+            return self._transaction(work)
+
+    def run_now(self, work: Callable[[Connection], T], quiet: float = 0.0) -> T:
+        """``run`` on this thread if no transaction is in progress and none ended in the last
+        ``quiet`` seconds, else ``WriterBusy``."""
+        if time.monotonic() - self._ended < quiet or not self._busy.acquire(blocking=False):
+            raise WriterBusy
+        try:
+            return self._transaction(work)
+        finally:
+            self._busy.release()
+
+    def _transaction(self, work: Callable[[Connection], T]) -> T:
         conn = self._conn
         if conn is None or conn.invalidated or conn.closed:
-            self.close()
+            self._close()
             conn = self._conn = self._engine.connect()
-        with conn.begin():
-            return work(conn)
+        try:
+            with conn.begin():
+                return work(conn)
+        finally:
+            self._ended = time.monotonic()
 
     def close(self) -> None:
+        with self._busy:
+            self._close()
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        """The connection given back to the engine's pool for the block (a schema upgrade
+        takes the pool's one connection); no transaction runs here meanwhile."""
+        with self._busy:
+            self._close()
+            yield
+
+    def _close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -121,10 +158,14 @@ class Engines:
     def dialect(self) -> str:
         return self.write.dialect.name
 
-    def release_writer(self) -> None:
-        """Give the kept writer connection back to its pool; call on the writer thread."""
-        if self.held is not None:
-            self.held.close()
+    @contextlib.contextmanager
+    def writer_released(self) -> Iterator[None]:
+        """The kept writer connection given back to its pool for the block."""
+        if self.held is None:
+            yield
+            return
+        with self.held.released():
+            yield
 
     def dispose(self) -> None:
         # Threads first: a transaction still running (its caller was cancelled) returns its

@@ -116,8 +116,8 @@ class SqlStore(SqlViews):
         engines = self._engines
 
         def upgrade() -> None:
-            engines.release_writer()  # the upgrade takes the pool's one writer connection
-            self._d.upgrade(engines.write, "head")
+            with engines.writer_released():  # the upgrade takes the pool's one connection
+                self._d.upgrade(engines.write, "head")
 
         await self._on_thread(engines.writers, upgrade)
 
@@ -321,7 +321,9 @@ class SqlStore(SqlViews):
         claimed = await self._d.claim_direct(keys, worker_id, now)  # on this loop if it can
         if claimed is None:
             return await self._write_alone(
-                lambda conn: dispatch.claim(conn, self._d, keys, worker_id, now)
+                lambda conn: dispatch.claim(conn, self._d, keys, worker_id, now),
+                rows=len(keys),
+                starts=True,
             )
         if not any(tr.upstream for tr in claimed):
             return claimed
@@ -341,14 +343,15 @@ class SqlStore(SqlViews):
         if beat is not None:
             return beat
         return await self._write_alone(  # one statement on PostgreSQL (SQLite: a transaction)
-            lambda conn: dispatch.heartbeat(conn, self._d, keys, worker_id, now, held=held)
+            lambda conn: dispatch.heartbeat(conn, self._d, keys, worker_id, now, held=held),
+            rows=len(keys),
         )
 
     async def start(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> set[TaskKey]:
         if not keys:
             return set()
         return await self._write_alone(  # one statement on PostgreSQL (SQLite: a transaction)
-            lambda conn: self._d.start(conn, keys, worker_id, now)
+            lambda conn: self._d.start(conn, keys, worker_id, now), rows=len(keys), starts=True
         )
 
     async def requeue_unstarted(
@@ -372,7 +375,8 @@ class SqlStore(SqlViews):
             more = await self._write(lambda conn: dispatch.complete(conn, self._d, rest))
             return dispatch.merged(done, more)
         return await self._write(
-            self._fenced(fence, lambda conn: dispatch.complete(conn, self._d, outcomes))
+            self._fenced(fence, lambda conn: dispatch.complete(conn, self._d, outcomes)),
+            rows=len(outcomes),
         )
 
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
