@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from tickwork.dashboard import end_streams_on_exit
 from tickwork.observe.health import Health
 from tickwork.observe.http import MetricsEndpoint
+from tickwork.serve.http_writes import JoinedWritesProtocol
 from tickwork.serve.observed import probe_server
 from tickwork.serve.process import Process
 
@@ -65,8 +66,9 @@ def http_api(process: Process, app: FastAPI, what: str = "tickwork") -> None:
     while running tasks drain)."""
     s = process.settings
     config = uvicorn.Config(
-        app, host=s.host, port=s.port, log_level="warning", access_log=False, lifespan="off"
-    )
+        app, host=s.host, port=s.port, log_level="warning", access_log=False, lifespan="off",
+        http=JoinedWritesProtocol,  # an answer in one send (see http_writes)
+    )  # fmt: skip
     server = QuietServer(config)
     serve_http(process, "api", server)
     # The dashboard's live streams never end by themselves; the server waits for them.
