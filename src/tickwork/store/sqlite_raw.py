@@ -100,15 +100,34 @@ def insert_sql(table: sa.Table, columns: tuple[str, ...]) -> str:
     return f"INSERT INTO {table.name} ({names}) VALUES ({', '.join('?' * len(columns))})"
 
 
+def bound_rows(
+    table: sa.Table, columns: tuple[str, ...], rows: Sequence[Sequence[Any]]
+) -> list[list[Any]]:
+    """``bound`` of every row, each distinct object converted once: the rows of a batch
+    share most of their values (an enqueue's copies hold the same timestamps, and often the
+    same config), and a timestamp's text or a dict's JSON costs far more than a lookup."""
+    convert = binders(table, columns)
+    done: dict[tuple[int, int], Any] = {}  # (position, id(value)): the rows keep them alive
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, to_driver in convert:
+            value = values[i]
+            key = (i, id(value))
+            if (stored := done.get(key, done)) is done:
+                stored = done[key] = to_driver(value)
+            values[i] = stored
+        out.append(values)
+    return out
+
+
 @translated
 def insert_rows(
     conn: Connection, table: sa.Table, columns: tuple[str, ...], rows: Sequence[Sequence[Any]]
 ) -> None:
     """``INSERT`` every row (values in ``columns`` order) in one ``executemany``."""
     if rows:
-        driver(conn).executemany(
-            insert_sql(table, columns), [bound(table, columns, row) for row in rows]
-        )
+        driver(conn).executemany(insert_sql(table, columns), bound_rows(table, columns, rows))
 
 
 def marks(n: int) -> str:
