@@ -8,19 +8,21 @@ import stat
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 import sqlalchemy as sa
 
 from tests.api.conftest import error_of, now_job
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, eventually
 from tickwork.api.app import create_app
 from tickwork.api.auth import Security
+from tickwork.app import tokens as tokens_module
 from tickwork.app.services import Services
 from tickwork.app.tokens import CACHE_SECONDS, TokenService
 from tickwork.broker.memory import MemoryBroker
-from tickwork.ports import Scope
+from tickwork.ports import ApiToken, Scope
 from tickwork.security.ssrf import UrlGuard
 from tickwork.store import SqlStore
 
@@ -82,6 +84,63 @@ async def test_revocation_reaches_other_processes_within_the_cache_time(
     while await there.authenticate(issued.secret) is not None:
         assert time.monotonic() < deadline, "revoked token still accepted"
         await asyncio.sleep(0.05)
+
+
+class GatedReads:
+    """A token store whose ``get_token`` waits for ``gate`` (and counts the reads)."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self._store, self.gate, self.reads, self.done = store, asyncio.Event(), 0, 0
+
+    async def get_token(self, token_id: str) -> ApiToken | None:
+        self.reads += 1
+        await self.gate.wait()
+        try:
+            return await self._store.get_token(token_id)
+        finally:
+            self.done += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_token_in_use_is_read_again_without_a_request_waiting_for_it(
+    store: SqlStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tokens_module, "REFRESH_AFTER", 0.0)  # every use reads it again
+    gated = GatedReads(store)
+    there, here = TokenService(gated, clock), TokenService(store, clock)
+    issued = await here.create("x", Scope.READ)
+    gated.gate.set()
+    assert await there.authenticate(issued.secret) is not None
+    gated.gate.clear()  # the store's reads hang from now on
+    assert await asyncio.wait_for(there.authenticate(issued.secret), 5) is not None
+    assert await asyncio.wait_for(there.authenticate(issued.secret), 5) is not None
+    assert gated.reads == 2  # the first use and one read in the background, not one per use
+    await here.revoke("x")
+    gated.gate.set()  # the background read comes back with the revocation
+    await eventually(lambda: there.authenticate(issued.secret), lambda token: token is None)
+
+
+async def test_a_read_in_flight_does_not_bring_back_a_token_revoked_meanwhile(
+    store: SqlStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tokens_module, "REFRESH_AFTER", 0.0)
+    gated = GatedReads(store)
+    tokens = TokenService(gated, clock)
+    issued = await tokens.create("x", Scope.READ)
+    gated.gate.set()
+    assert await tokens.authenticate(issued.secret) is not None
+    gated.gate.clear()
+    assert await tokens.authenticate(issued.secret) is not None  # starts a read, which waits
+    await tokens.revoke("x")  # same process: refused at once, whatever the read brings back
+    gated.gate.set()
+
+    async def reads_done() -> int:
+        return gated.done
+
+    await eventually(reads_done, lambda done: done == 2)
+    assert await tokens.authenticate(issued.secret) is None
 
 
 async def test_last_used_at_is_recorded(store: SqlStore, clock: FakeClock) -> None:
