@@ -17,7 +17,7 @@ from tests.adapters.test_store_reconnect import _drop_connections
 from tests.contract.factory import T0, key, make_job, make_run, outcome, shell_task
 from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import Outcome, RunDetail, RunState, TaskRun, TaskRunState
-from tickwork.store import SqlStore, open_store
+from tickwork.store import SqlStore, open_store, pg_hot
 from tickwork.store import engine as engine_module
 from tickwork.store import sql as sql_module
 from tickwork.store.pg_direct import DirectWriter
@@ -213,3 +213,35 @@ async def test_the_one_statement_completion_writes_what_the_engines_path_writes(
     finally:
         await engine.close()
         await direct.close()
+
+
+_QUEUED_INDEX_READS = """
+SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes
+WHERE indexrelname LIKE 'task\\_runs\\_%%queued\\_at\\_id\\_idx'
+"""
+
+
+async def test_claims_one_at_a_time_read_by_primary_key_not_the_whole_queued_index(
+    store: SqlStore, pg_url: str
+) -> None:
+    # Past psycopg's prepare threshold, PostgreSQL kept planning the claim with the states
+    # bound and walked the partial queued index (every queued row) for each task run claimed.
+    trs = await _queued(store, 200)
+    conn = await psycopg.AsyncConnection.connect(
+        engine_module.libpq_conninfo(engine_module.normalize_url(pg_url)), autocommit=True
+    )
+    try:
+
+        async def index_reads() -> int:
+            await conn.execute("SELECT pg_stat_force_next_flush()")
+            await conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = await (await conn.execute(_QUEUED_INDEX_READS)).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        before = await index_reads()
+        for tr in trs[:20]:
+            assert len(await pg_hot.claim(conn, [key(tr)], "w1", T0)) == 1
+        assert await index_reads() - before < 20  # was ~190 per claim
+    finally:
+        await conn.close()
