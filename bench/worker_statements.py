@@ -80,7 +80,8 @@ async def bench(url: str, n: int, chunk: int) -> dict[str, tuple[list[float], li
 
 
 def _summary(values: list[float]) -> str:
-    return f"median {statistics.median(values):6,.0f}  p25 {statistics.quantiles(values, n=4)[0]:6,.0f}"
+    low = statistics.quantiles(values, n=4)[0]
+    return f"median {statistics.median(values):6,.0f}  p25 {low:6,.0f}"
 
 
 def main() -> None:
