@@ -93,6 +93,13 @@ def wakeups(pid: int) -> int:
     return total
 
 
+def written(pid: int) -> tuple[int, int]:
+    """Bytes the process has passed to write(2) and the like so far, and how many calls
+    (``/proc/<pid>/io``: SQLite's WAL frames and checkpoints, pipes, sockets)."""
+    fields = dict(ln.split(": ") for ln in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return int(fields["wchar"]), int(fields["syscw"])
+
+
 @contextmanager
 def tickwork_up(workers: int, command: list[str] | None = None) -> Iterator[Server]:
     """`tickwork up` on a fresh data dir; ``command`` runs it instead of the ``tickwork``
@@ -230,17 +237,18 @@ def w1_throughput(
     return throughput(srv, n, (t0, submitted, done), cpu0)
 
 
-def cpu_now(srv: Server) -> tuple[float, float, float]:
-    return cpu_seconds(srv.pid), cpu_seconds(srv.pid, children=False), wakeups(srv.pid)
+def cpu_now(srv: Server) -> tuple[float, ...]:
+    alone = cpu_seconds(srv.pid, children=False)
+    return (cpu_seconds(srv.pid), alone, wakeups(srv.pid), *written(srv.pid))
 
 
 def throughput(
-    srv: Server, n: int, times: tuple[float, float, float], cpu0: tuple[float, float, float]
+    srv: Server, n: int, times: tuple[float, float, float], cpu0: tuple[float, ...]
 ) -> dict[str, float]:
     """W1's figures; CPU per job of `tickwork up` with its task processes, and alone, and
-    the up process's threads' wake-ups per job."""
+    the up process's threads' wake-ups, bytes written and write calls per job."""
     t0, submitted, done = times
-    total, alone, woken = (a - b for a, b in zip(cpu_now(srv), cpu0, strict=True))
+    total, alone, woken, wrote, writes = (a - b for a, b in zip(cpu_now(srv), cpu0, strict=True))
     return {
         "jobs": n,
         "submit_s": round(submitted - t0, 3),
@@ -249,6 +257,8 @@ def throughput(
         "server_cpu_us_per_job": round(total / n * 1e6),
         "up_process_cpu_us_per_job": round(alone / n * 1e6),
         "up_wakeups_per_job": round(woken / n, 2),
+        "up_written_kb_per_job": round(wrote / n / 1024, 1),
+        "up_writes_per_job": round(writes / n, 1),
     }
 
 
