@@ -32,6 +32,8 @@ async def url(app: FastAPI, api: httpx2.AsyncClient) -> AsyncIterator[str]:
 
 
 def calling(kind: str, url: str, **options: Any) -> Calling:
+    options.setdefault("timeout", 60.0)  # a loaded CI machine once took over 10 s for a GET
+
     async def call(method: str, *args: Any, **kwargs: Any) -> Any:
         if kind == "async":
             async with AsyncClient(url, **options) as tw:
