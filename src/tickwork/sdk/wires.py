@@ -181,12 +181,8 @@ class HttpxWire:
         )
 
     def send(self, call: Call[Any]) -> httpx2.Response:
-        headers, body = self._settings.headers(call)
         try:
-            return self._http.request(
-                call.method, call.url(), params=call.query() or None, content=body,
-                headers=headers,
-            )  # fmt: skip
+            return self._http.send(_request(self._http, self._settings, call))
         except self._errors as exc:
             raise Unreachable(self._settings.url, _reason(exc)) from exc
 
@@ -207,17 +203,21 @@ class AsyncHttpxWire:
         )
 
     async def send(self, call: Call[Any]) -> httpx2.Response:
-        headers, body = self._settings.headers(call)
         try:
-            return await self._http.request(
-                call.method, call.url(), params=call.query() or None, content=body,
-                headers=headers,
-            )  # fmt: skip
+            return await self._http.send(_request(self._http, self._settings, call))
         except self._errors as exc:
             raise Unreachable(self._settings.url, _reason(exc)) from exc
 
     async def close(self) -> None:
         await self._http.aclose()
+
+
+def _request(
+    http: httpx2.Client | httpx2.AsyncClient, settings: Settings, call: Call[Any]
+) -> httpx2.Request:
+    headers, body = settings.headers(call)
+    query = call.query() or None
+    return http.build_request(call.method, call.url(), params=query, content=body, headers=headers)
 
 
 def _reason(exc: BaseException) -> str:
