@@ -78,7 +78,9 @@ class HeldConnection:
     connection meanwhile. It is used on the writer thread, and by ``run_now`` on the caller's
     thread while the writer thread is idle (one transaction at a time, under ``_busy``); one
     that SQLAlchemy invalidated (the file went away) is replaced, and ``close`` gives it back
-    before the engine is disposed or the schema migrated.
+    before the engine is disposed or the schema migrated. A ``run_now`` that finds another
+    process holding the file's write lock waits for it on the caller's thread (up to
+    ``SQLITE_BUSY_TIMEOUT_MS``): in `tickwork up` the data dir's lock leaves no other writer.
     """
 
     def __init__(self, engine: Engine) -> None:
