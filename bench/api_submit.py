@@ -113,9 +113,12 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def serving(args: argparse.Namespace) -> Iterator[tuple[str, str, int]]:
+def serving(
+    args: argparse.Namespace, command: list[str] | None = None
+) -> Iterator[tuple[str, str, int]]:
     """A real ``tickwork api`` on a fresh database: ``(url, admin token, pid)``; the
-    database and the Redis keys are dropped afterwards."""
+    database and the Redis keys are dropped afterwards. ``command``: what starts the server
+    instead of ``tickwork api`` (``bench/api_trace.py``'s probes)."""
     db = f"bench_api_submit_{os.getpid()}"
     with psycopg.connect(args.pg, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{db}"')
@@ -136,8 +139,12 @@ def serving(args: argparse.Namespace) -> Iterator[tuple[str, str, int]]:
                 env["PYTHONPATH"] = args.server_path
             subprocess.run([str(BIN), "db", "upgrade"], env=env, check=True, capture_output=True)
             token = (Path(data) / "admin.token").read_text().strip()
-            api = subprocess.Popen([str(BIN), "api"], env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)  # fmt: skip
+            api = subprocess.Popen(
+                command or [str(BIN), "api"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             url = f"http://127.0.0.1:{port}"
             wait_ready(url, time.monotonic() + 60)
             print(f"API pid {api.pid}", file=sys.stderr, flush=True)
