@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 import tickwork.broker.redis as redis_broker
+from tests.adapters.conftest import entries
 from tests.helpers import eventually
 from tests.redis_server import PrivateRedis
 from tickwork.broker.redis import RedisStreamsBroker
@@ -27,18 +28,6 @@ Factory = Callable[..., RedisStreamsBroker]
 
 def d(task_run_id: str, priority: int = 0, queue: str = "default") -> Delivery:
     return Delivery(task_run_id, 1, queue, priority)
-
-
-async def entries(client: aioredis.Redis, stream: str) -> list[tuple[str, dict[str, str]]]:
-    raw = await client.xrange(stream) or []
-    return [(str(i), {str(k): str(v) for k, v in (f or {}).items()}) for i, f in raw]
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    c = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield c
-    await c.aclose()
 
 
 @pytest.fixture

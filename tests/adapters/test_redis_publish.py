@@ -13,24 +13,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from tests.adapters.conftest import entries
 from tickwork.broker import redis_publish
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_keys import RedisKeys
 from tickwork.broker.redis_publish import RawPublisher, ReadyPublisher, pack
 from tickwork.ports import Delivery
-
-
-async def entries(client: aioredis.Redis, stream: str) -> list[tuple[str, dict[str, str]]]:
-    raw = await client.xrange(stream) or []
-    return [(str(i), {str(k): str(v) for k, v in (f or {}).items()}) for i, f in raw]
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    c = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield c
-    await c.aclose()
-
 
 NAME = f"tickwork:test-publish-{uuid.uuid4().hex}"
 
