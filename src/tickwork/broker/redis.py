@@ -25,7 +25,6 @@ import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,6 +43,7 @@ from tickwork.broker.redis_keys import (
     lane_of,
 )
 from tickwork.broker.redis_publish import ReadyPublisher
+from tickwork.broker.redis_reads import GroupRead, Layout, Step, Watcher, end_read
 from tickwork.ports import BrokerUnavailable, Delivery
 
 log = logging.getLogger("tickwork.broker")
@@ -67,46 +67,6 @@ def _floor_ms(at: datetime) -> int:
 def _ceil_ms(at: datetime) -> int:
     # Rounded up, so that a message is never moved before its instant.
     return -((_EPOCH - at) // _MS)
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    """The keys of one consume call: (queue, lane) pairs in read order and their keys."""
-
-    pairs: tuple[tuple[str, str], ...]
-    script_keys: tuple[str, ...]  # delayed set and stream of each pair, then wake streams
-    streams: dict[str, int]  # stream of each pair -> the pair's (1-based) index
-    wakes: tuple[str, ...]  # wake streams: the order of the script's newest ids
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    deliveries: list[Delivery]
-    taken: int  # entries read, malformed ones included
-    due_in: float  # seconds until the next delayed message is due (inf: none)
-    newest: dict[str, str]  # wake stream -> newest entry id (empty if something was taken)
-
-
-@dataclass(frozen=True, slots=True)
-class _Watcher:
-    """A blocking read in flight; kept across calls while nothing new arrived (a group read
-    must not be cancelled lightly: a message Redis already handed it stays pending until a
-    reclaim)."""
-
-    keys: frozenset[str]
-    task: asyncio.Task[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _GroupRead:
-    """A blocking ``XREADGROUP`` in flight, and the layout its streams belong to."""
-
-    layout: _Layout
-    task: asyncio.Task[Any]
-
-    @property
-    def keys(self) -> frozenset[str]:
-        return frozenset(self.layout.streams)
 
 
 class RedisStreamsBroker:
@@ -154,8 +114,8 @@ class RedisStreamsBroker:
         self._next_reclaim = 0.0
         self._clock = clock
         self._turn = 0
-        self._watcher: _Watcher | None = None  # XREAD of the wake streams
-        self._group_read: _GroupRead | None = None  # XREADGROUP of the streams
+        self._watcher: Watcher | None = None  # XREAD of the wake streams
+        self._group_read: GroupRead | None = None  # XREADGROUP of the streams
         self._received: list[Delivery] = []  # what a group read brought, not yet returned
         self._due_at = math.inf  # monotonic time the next delayed message is due
         self._fresh: frozenset[str] | None = None  # see _may_skip_take
@@ -246,7 +206,7 @@ class RedisStreamsBroker:
         self._backoff.succeeded()
         return deliveries
 
-    async def _consume(self, layout: _Layout, max_items: int, deadline: float) -> list[Delivery]:
+    async def _consume(self, layout: Layout, max_items: int, deadline: float) -> list[Delivery]:
         while True:
             if self._received:
                 return await self._from_received(layout, max_items)
@@ -266,7 +226,7 @@ class RedisStreamsBroker:
             wait = min(remaining, self._due_at - now, max(self._next_reclaim - now, 0.0))
             await self._wait(layout, newest, wait, max_items)
 
-    def _may_skip_take(self, layout: _Layout) -> bool:
+    def _may_skip_take(self, layout: Layout) -> bool:
         """Whether the script has nothing to do that the next group read will not: the last
         wait ended with a group read of these streams (anything newer, or left over beyond
         its count, the next one returns at once), the wake read is still in flight, and no
@@ -281,7 +241,7 @@ class RedisStreamsBroker:
             and time.monotonic() < min(self._due_at, self._next_reclaim)
         )
 
-    async def _from_received(self, layout: _Layout, max_items: int) -> list[Delivery]:
+    async def _from_received(self, layout: Layout, max_items: int) -> list[Delivery]:
         """What a group read brought: up to ``max_items`` of the queues asked; messages of
         queues no longer asked for go back to their streams for someone else."""
         asked = {queue for queue, _ in layout.pairs}
@@ -300,7 +260,7 @@ class RedisStreamsBroker:
         self._add_acks(pipe, deliveries)
         await self._send(pipe.execute(), "give back", len(deliveries))
 
-    def _layout(self, queues: Sequence[str]) -> _Layout:
+    def _layout(self, queues: Sequence[str]) -> Layout:
         # Rotate the queues each call, so that within a lane no queue starves the others.
         self._turn = (self._turn + 1) % len(queues)
         order = [*queues[self._turn :], *queues[: self._turn]]
@@ -315,9 +275,9 @@ class RedisStreamsBroker:
             )
             + wakes
         )
-        return _Layout(pairs, script_keys, {s: i for i, s in enumerate(streams, 1)}, wakes)
+        return Layout(pairs, script_keys, {s: i for i, s in enumerate(streams, 1)}, wakes)
 
-    async def _step(self, layout: _Layout, max_items: int) -> _Step:
+    async def _step(self, layout: Layout, max_items: int) -> Step:
         reclaim_idle = self._reclaim_due()
         now_ms = _floor_ms(self._clock())
         args: list[str | int] = [GROUP, self._consumer, now_ms, max_items, len(layout.pairs)]
@@ -328,7 +288,7 @@ class RedisStreamsBroker:
         due_in = math.inf if next_due < 0 else max(0.0, (next_due - now_ms) / 1000)
         self._due_at = time.monotonic() + due_in
         ids = dict(zip(layout.wakes, newest, strict=True)) if newest else {}
-        return _Step(deliveries, len(taken) // 3, due_in, ids)
+        return Step(deliveries, len(taken) // 3, due_in, ids)
 
     def _reclaim_due(self) -> int:
         now = time.monotonic()
@@ -337,7 +297,7 @@ class RedisStreamsBroker:
         self._next_reclaim = now + self._reclaim_every
         return self._reclaim_idle_ms
 
-    async def _decode(self, layout: _Layout, taken: list[Any]) -> list[Delivery]:
+    async def _decode(self, layout: Layout, taken: list[Any]) -> list[Delivery]:
         deliveries: list[Delivery] = []
         bad: list[tuple[str, str]] = []
         for i in range(0, len(taken), 3):
@@ -361,7 +321,7 @@ class RedisStreamsBroker:
         await pipe.execute()
 
     async def _wait(
-        self, layout: _Layout, newest: dict[str, str] | None, seconds: float, max_items: int
+        self, layout: Layout, newest: dict[str, str] | None, seconds: float, max_items: int
     ) -> None:
         """Until a message arrives (read for this consumer: kept in ``_received``), a wake
         stream gets a new entry, or ``seconds`` pass. ``newest``: where the wake read
@@ -394,7 +354,7 @@ class RedisStreamsBroker:
         elif not done:  # timed out, both reads still blocking: they see anything new, so the
             self._fresh = group.keys  # next call need not run the script (an idle poll less)
 
-    async def _watch_streams(self, layout: _Layout, max_items: int) -> _GroupRead:
+    async def _watch_streams(self, layout: Layout, max_items: int) -> GroupRead:
         current = self._group_read
         if current is not None and current.keys == frozenset(layout.streams):
             return current
@@ -406,19 +366,19 @@ class RedisStreamsBroker:
             count=max_items,
             block=MAX_BLOCK_MS,
         )
-        self._group_read = _GroupRead(layout, asyncio.ensure_future(read))
+        self._group_read = GroupRead(layout, asyncio.ensure_future(read))
         return self._group_read
 
-    def _watch_wakes(self, newest: dict[str, str]) -> _Watcher:
+    def _watch_wakes(self, newest: dict[str, str]) -> Watcher:
         current = self._watcher
         if current is not None and current.keys == set(newest):
             return current
         self._drop_wake_read()
         read = self._client.xread(newest, count=1, block=MAX_BLOCK_MS)  # type: ignore[arg-type]
-        self._watcher = _Watcher(frozenset(newest), asyncio.ensure_future(read))
+        self._watcher = Watcher(frozenset(newest), asyncio.ensure_future(read))
         return self._watcher
 
-    async def _read_by_group(self, group: _GroupRead) -> list[Delivery]:
+    async def _read_by_group(self, group: GroupRead) -> list[Delivery]:
         """The deliveries a finished group read brought (a lost connection raises)."""
         try:
             reply = group.task.result()
@@ -437,7 +397,7 @@ class RedisStreamsBroker:
     def _drop_wake_read(self) -> None:
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
-            _end(watcher.task)
+            end_read(watcher.task)
 
     async def _drop_group_read(self) -> None:
         """Stop the group read (the queues asked changed); what it received already goes
@@ -454,7 +414,7 @@ class RedisStreamsBroker:
         self._drop_wake_read()
         group, self._group_read = self._group_read, None
         if group is not None:
-            _end(group.task)
+            end_read(group.task)
 
     # -- status and shutdown ---------------------------------------------------------------
     async def forgot(self) -> bool:
@@ -502,14 +462,6 @@ class RedisStreamsBroker:
             await self._give_back(received)
         await self._ready.close()
         await self._client.aclose()
-
-
-def _end(task: asyncio.Task[Any]) -> None:
-    if task.done():
-        if not task.cancelled():
-            task.exception()  # retrieved: it was handled where it mattered
-    else:
-        task.cancel()
 
 
 def _waiting(length: Any, pending: Any) -> int:
