@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import croniter
 from cronsim import CronSim, CronSimError
-from hypothesis import HealthCheck, assume, find, given, settings
+from hypothesis import HealthCheck, assume, example, find, given, settings
 from hypothesis import strategies as st
 
 from tickwork.core import cron
@@ -116,16 +116,26 @@ def ours(text: str, tz: ZoneInfo, start: datetime, count: int = FIRES) -> list[d
     return found
 
 
+#: Fires cronsim may yield before ``count`` of them are after the start: it works from the wall
+#: time, so it yields some before a start in a repeated hour (at most an hour's worth), but
+#: around Pacific/Chatham's fold (03:45 back to 02:45, +13:45 -> +12:45) it yields the same
+#: fire for ever, and a CI run hung there. Beyond this it is no oracle: the case is skipped
+#: (the elapsed-time property still checks ours against the brute force first).
+CRONSIM_MAX_YIELDS = 1000
+
+
 def by_cronsim(text: str, tz: ZoneInfo, start: datetime, count: int = FIRES) -> list[datetime]:
     found: list[datetime] = []
     try:
-        for fire in CronSim(text, start.astimezone(tz)):
+        for seen, fire in enumerate(CronSim(text, start.astimezone(tz))):
             # cronsim works from the wall time, so it can return a fire before a start that
             # lies in a repeated hour; "strictly after start" is ours to apply.
             if fire.astimezone(UTC) > start:
                 found.append(fire.astimezone(UTC))
             if len(found) == count:
                 break
+            if seen >= CRONSIM_MAX_YIELDS:
+                assume(False)
     except (CronSimError, StopIteration):
         assume(False)
     return found
@@ -179,6 +189,10 @@ def test_wall_time_fires_match_cronsim(text: str, case: tuple[ZoneInfo, datetime
 
 @SETTINGS
 @given(text=ELAPSED_EXPRS, case=CASES)
+# cronsim loops for ever at Chatham's fold (see CRONSIM_MAX_YIELDS): ours still matches.
+@example(
+    text="*/7 3/4 * * *", case=(ZoneInfo("Pacific/Chatham"), datetime(2021, 4, 3, 14, tzinfo=UTC))
+)
 def test_elapsed_time_fires_match_every_matching_real_minute(
     text: str, case: tuple[ZoneInfo, datetime]
 ) -> None:
