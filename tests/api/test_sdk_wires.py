@@ -138,3 +138,14 @@ async def test_a_server_that_does_not_answer_raises_unreachable_after_the_timeou
         with pytest.raises(Unreachable):
             await calling(kind, served, timeout=0.5)("health")
         never.set()
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [("http://", "no host"), ("ftp://x", "not an http"), ("localhost:8080", "not an http")],
+)
+async def test_a_url_that_is_no_server_raises_unreachable_on_the_call(
+    kind: str, url: str, reason: str
+) -> None:
+    with pytest.raises(Unreachable, match=reason):
+        await calling(kind, url)("health")

@@ -99,13 +99,17 @@ class Urllib3Wire:
 
         self._settings = settings
         self._errors: type[Exception] = urllib3.exceptions.HTTPError
-        timeout = urllib3.Timeout(connect=settings.timeout, read=settings.timeout)
-        self._pool: urllib3.HTTPConnectionPool = urllib3.connection_from_url(
-            settings.url, maxsize=settings.max_connections, block=True, timeout=timeout,
-            retries=False,
-        )  # fmt: skip
+        self._pool: urllib3.HTTPConnectionPool | None = None
+        if unusable(settings.url) is None:
+            timeout = urllib3.Timeout(connect=settings.timeout, read=settings.timeout)
+            self._pool = urllib3.connection_from_url(
+                settings.url, maxsize=settings.max_connections, block=True, timeout=timeout,
+                retries=False,
+            )  # fmt: skip
 
     def send(self, call: Call[Any]) -> Reply:
+        if self._pool is None:  # as any other URL nothing answers at: on the call
+            raise Unreachable(self._settings.url, unusable(self._settings.url) or "bad URL")
         headers, body = self._settings.headers(call)
         try:
             response = self._pool.urlopen(
@@ -117,7 +121,8 @@ class Urllib3Wire:
         return Reply(response.status, response.reason or "", response.data)
 
     def close(self) -> None:
-        self._pool.close()
+        if self._pool is not None:
+            self._pool.close()
 
 
 class AiohttpWire:
@@ -150,6 +155,8 @@ class AiohttpWire:
     async def send(self, call: Call[Any]) -> Reply:
         from yarl import URL
 
+        if (reason := unusable(self._settings.url)) is not None:
+            raise Unreachable(self._settings.url, reason)
         headers, body = self._settings.headers(call)
         query = call.query()
         full = self._settings.url + call.url() + (f"?{urlencode(query)}" if query else "")
@@ -218,6 +225,16 @@ def _request(
     headers, body = settings.headers(call)
     query = call.query() or None
     return http.build_request(call.method, call.url(), params=query, content=body, headers=headers)
+
+
+def unusable(url: str) -> str | None:
+    """Why ``url`` cannot be a tickwork server's base URL (None: it can)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return f"not an http:// or https:// URL: {url!r}"
+    if not parts.hostname:
+        return f"no host in {url!r}"
+    return None
 
 
 def _reason(exc: BaseException) -> str:
