@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -19,7 +20,9 @@ class Batcher(Generic[T]):
     a batch waits that long for more items before it is written, unless it holds ``enough``
     (default ``max_batch``) or ``close`` was called: for writes nobody waits on, so that at
     low load a few items share a write instead of one write each, while under load nothing
-    waits longer than it takes ``enough`` items to arrive.
+    waits longer than it takes ``enough`` items to arrive. With ``busy_only`` as well, a
+    batch lingers only while writes keep coming (the previous one ended less than ``linger``
+    ago): after a quiet spell the first item is written at once, as without a linger.
     """
 
     def __init__(
@@ -29,6 +32,7 @@ class Batcher(Generic[T]):
         *,
         linger: float = 0.0,
         enough: int | None = None,
+        busy_only: bool = False,
     ):
         self._flush = flush
         self._max = max_batch
@@ -40,6 +44,8 @@ class Batcher(Generic[T]):
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = False
+        self._busy_only = busy_only
+        self._written = float("-inf")  # when the last write ended (time.monotonic)
 
     def put(self, item: T) -> asyncio.Future[None]:
         """Queue ``item``; the future resolves once its batch is written."""
@@ -86,6 +92,8 @@ class Batcher(Generic[T]):
     async def _linger_a_little(self) -> None:
         if self._linger <= 0 or self._closing or len(self._items) >= self._enough:
             return
+        if self._busy_only and time.monotonic() - self._written >= self._linger:
+            return
         self._full.clear()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._linger):
@@ -99,6 +107,8 @@ class Batcher(Generic[T]):
                 if done is not None and not done.done():
                     done.set_exception(exc)
             raise
+        finally:
+            self._written = time.monotonic()
         for _, done in batch:
             if done is not None and not done.done():
                 done.set_result(None)

@@ -93,6 +93,16 @@ def embedded_queues(settings: Settings) -> tuple[str, ...]:
 EMBEDDED_WINDOW = 10.0
 
 
+#: Seconds `tickwork up`'s worker pool lets a batch of outcomes wait for more while they
+#: keep coming (``PoolConfig.outcome_linger``). Each completion is a write transaction of
+#: the one SQLite writer, and a commit rewrites every page it touched in the WAL: with 2
+#: slots and no-op tasks, the outcomes that queued during one write were ~4, and W1 spent
+#: more of the writer's time on completions than on anything else. Only under load (a lone
+#: outcome is written at once), so what waits on a completion, a DAG's next task, waits at
+#: most this much more, and only when the pool is busy (bench/README.md, "W1's CPU").
+EMBEDDED_OUTCOME_LINGER = 0.005
+
+
 def embedded_scheduler(settings: Settings) -> SchedulerConfig:
     """The scheduler's settings in `tickwork up`."""
     return SchedulerConfig(cron_spread=settings.cron_spread, window=EMBEDDED_WINDOW)

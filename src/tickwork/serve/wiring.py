@@ -64,6 +64,7 @@ from tickwork.serve.cluster import (
 )
 from tickwork.serve.cluster_admin import leader_live
 from tickwork.serve.embedded import (
+    EMBEDDED_OUTCOME_LINGER,
     Embedded,
     bootstrap_token,
     embedded_id,
@@ -334,6 +335,7 @@ def _embedded_pool(
             concurrency=settings.concurrency,
             # The only pool: claiming ahead can keep no other worker waiting here.
             expected_duration=0.05,
+            outcome_linger=EMBEDDED_OUTCOME_LINGER,
         ),
         clock=clock,
         rand=random.random,

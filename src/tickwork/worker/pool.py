@@ -67,6 +67,11 @@ class PoolConfig:
     heartbeat_interval: float = 0.5  # also bounds how fast a cancel request is noticed
     consume_timeout: float = 0.5
     max_result_bytes: int = MAX_RESULT_BYTES  # a task's result (JSON) passed downstream
+    # Seconds a batch of outcomes waits for more while outcomes keep coming (the previous
+    # batch was written less than this ago), up to ``outcome_enough`` of them; 0: each batch
+    # is what queued during the previous write. A lone outcome is written at once either way.
+    outcome_linger: float = 0.0
+    outcome_enough: int = 64
 
 
 @dataclass(slots=True)
@@ -134,7 +139,8 @@ class WorkerPool:
         self._fetch_idle = asyncio.Event()  # clear while a consume is in flight
         self._fetch_idle.set()
         self._logs: Batcher[LogChunk] = Batcher(self._write_logs)
-        self._outcomes: Batcher[Outcome] = Batcher(self._write_outcomes)
+        linger, enough = config.outcome_linger, config.outcome_enough
+        self._outcomes = Batcher(self._write_outcomes, linger=linger, enough=enough, busy_only=True)
         self._acks: Batcher[Delivery] = Batcher(broker.ack, linger=ACK_LINGER, enough=ACK_ENOUGH)
         self._unacked: dict[TaskKey, Delivery] = {}  # claimed; acked once their outcome is
         self._cancels = cancels

@@ -87,3 +87,17 @@ async def test_close_writes_a_lingering_batch_at_once() -> None:
     await asyncio.wait_for(runner, 5)
     await asyncio.wait_for(batcher.wait_idle(), 5)
     assert sink.batches == [[1]]
+
+
+async def test_busy_only_writes_after_a_quiet_spell_at_once_and_lingers_while_writes_come() -> None:
+    sink = Sink()
+    batcher = Batcher(sink.write, max_batch=10, linger=LONG, enough=3, busy_only=True)
+    runner = asyncio.ensure_future(batcher.run())
+    await asyncio.wait_for(batcher.put(1), 5)  # nothing written before: no linger
+    futures = [batcher.put(2)]  # a write just ended: this one waits for company
+    await asyncio.sleep(0.01)
+    assert sink.batches == [[1]]
+    futures += [batcher.put(n) for n in (3, 4)]  # enough now
+    await asyncio.wait_for(asyncio.gather(*futures), 5)
+    assert sink.batches == [[1], [2, 3, 4]]
+    runner.cancel()
