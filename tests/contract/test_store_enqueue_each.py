@@ -97,3 +97,22 @@ async def test_enqueue_each_of_a_taken_run_id_fails_the_whole_transaction(
     with pytest.raises(Conflict):
         await store.enqueue_each([_entry(template, "good", job), _entry(template, "taken", job)])
     assert await _run_ids(store, job) == ["taken"]  # nothing of that transaction
+
+
+async def test_enqueue_each_writes_a_large_group_with_its_values_as_given(store: SqlStore) -> None:
+    # 40 runs of two task runs: ~2,800 values in one statement on PostgreSQL, its placeholders
+    # numbered by us (pg_enqueue.group_statement); values that look like placeholders stay text.
+    job, template = await _flow(store)
+    entries = []
+    for n in range(40):
+        entry = _entry(template, f"r{n:02d}", job)
+        copy = dataclasses.replace(
+            entry.copies[0], configs=({"command": f"echo %s $1 {n}"}, {"command": f"$2 %% {n}"})
+        )
+        entries.append(EnqueueEntry([copy], None, job))
+    assert await store.enqueue_each(entries) == [None] * 40
+    assert await _run_ids(store, job) == [f"r{n:02d}" for n in range(40)]
+    detail = await store.get_run("r17")
+    assert detail is not None
+    configs = {tr.id: dict(tr.config) for tr in detail.task_runs}
+    assert configs == {"r17-0": {"command": "echo %s $1 17"}, "r17-1": {"command": "$2 %% 17"}}

@@ -113,7 +113,8 @@ class Dialect(Protocol):
         (run id, task runs inserted) per run inserted; None to insert them otherwise."""
 
     async def fetch_direct(self, statement: Statement) -> list[tuple[Any, ...]] | None:
-        """``execute_direct``, returning the statement's rows."""
+        """``execute_direct`` of a ``grouped_insert`` statement (the dialect's own
+        placeholders), returning the statement's rows."""
 
     # -- the worker's hot statements -------------------------------------------------------
     def claim(

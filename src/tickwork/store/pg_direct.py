@@ -60,11 +60,13 @@ class DirectWriter:
         return await self.run(rowcount)
 
     async def fetch(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]] | None:
-        """Run one statement in autocommit mode; the rows it returns, or None if no
-        connection is free here (the caller uses the engine instead)."""
+        """Run one statement in autocommit mode, ``sql`` in PostgreSQL's own placeholders
+        (``$1``, ...: a raw cursor, whose text psycopg does not parse); the rows it returns,
+        or None if no connection is free here (the caller uses the engine instead)."""
 
         async def rows(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
-            return await (await conn.execute(sql, params)).fetchall()
+            cursor = psycopg.AsyncRawCursor(conn)
+            return await (await cursor.execute(sql, params)).fetchall()
 
         return await self.run(rows)
 
