@@ -36,3 +36,22 @@ def test_a_value_changed_between_batches_is_bound_anew() -> None:
     second = raw.bound_rows(task_runs, COLUMNS, [("a", None, config, [])])
     assert first[0][2] != second[0][2]
     assert "m:g" in second[0][2]
+
+
+def test_decoded_rows_read_as_sqlalchemy_reads_them_each_stored_value_converted_once() -> None:
+    stored = [
+        ("a", "2026-12-01 23:00:00.000000", '{"target": "m:f"}', "[]"),
+        ("b", "2026-12-01 23:00:00.000000", '{"target": "m:f"}', '["x"]'),
+        ("c", "2026-12-01 23:00:00.000001", '{"target": "m:g"}', "[]"),
+        ("d", None, '{"target": "m:g"}', "[]"),
+    ]
+    rows = raw.decoded(task_runs, COLUMNS, stored)
+    at = datetime(2026, 12, 1, 23, 0, tzinfo=UTC)
+    assert [(r["id"], r["due_at"], r["config"], r["upstream"]) for r in rows] == [
+        ("a", at, {"target": "m:f"}, []),
+        ("b", at, {"target": "m:f"}, ["x"]),
+        ("c", at + timedelta(microseconds=1), {"target": "m:g"}, []),
+        ("d", None, {"target": "m:g"}, []),
+    ]
+    assert rows[0]["config"] is rows[1]["config"]  # one JSON text, decoded once
+    assert rows[0]["due_at"] is rows[1]["due_at"]

@@ -180,10 +180,18 @@ class SqliteDialect:
         history: Sequence[dict[str, Any]],
         alone: Sequence[dict[str, Any]],
     ) -> None:
-        db = raw.driver(conn)
-        db.executemany(_COMPLETE, [_completed(v) for v in completed])
+        # ``bound_rows``: an outcome's timestamps recur in its attempt and its run, and the
+        # rows of a batch share the ones read back (due dates, heartbeats).
+        db, names = raw.driver(conn), dispatch.COMPLETED_COLUMNS
+        rows = raw.bound_rows(task_runs, names, [[v[n] for n in names] for v in completed])
+        db.executemany(
+            _COMPLETE, [[*row, *_key(v)] for row, v in zip(rows, completed, strict=True)]
+        )
         raw.insert_rows(conn, attempts, _ATTEMPT, [[h[name] for name in _ATTEMPT] for h in history])
-        db.executemany(_SINGLE_RUN, [_single_run(v) for v in alone])
+        ends = raw.bound_rows(runs, _RUN_OUTCOME, [[v[n] for n in _RUN_OUTCOME] for v in alone])
+        db.executemany(
+            _SINGLE_RUN, [[*end, v["key_id"]] for end, v in zip(ends, alone, strict=True)]
+        )
 
     # -- housekeeping ----------------------------------------------------------------------
     async def maintain(
@@ -244,18 +252,8 @@ _SINGLE_RUN = (
 )
 
 
-def _completed(values: dict[str, Any]) -> list[Any]:
-    row = [values[name] for name in dispatch.COMPLETED_COLUMNS]
-    return [*raw.bound(task_runs, dispatch.COMPLETED_COLUMNS, row), *_key(values)]
-
-
 def _key(values: dict[str, Any]) -> tuple[str, int]:
     return values["key_id"], values["key_attempt"]
-
-
-def _single_run(values: dict[str, Any]) -> list[Any]:
-    row = [values["state"], values["started_at"], values["finished_at"]]
-    return [*raw.bound(runs, _RUN_OUTCOME, row), values["key_id"]]
 
 
 _RUN_OUTCOME = ("state", "started_at", "finished_at")

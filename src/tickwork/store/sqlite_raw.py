@@ -83,13 +83,23 @@ def bound(table: sa.Table, columns: tuple[str, ...], row: Sequence[Any]) -> list
 def decoded(
     table: sa.Table, columns: tuple[str, ...], rows: Iterable[Sequence[Any]]
 ) -> list[dict[str, Any]]:
-    """Stored rows (in ``columns`` order) as dicts of Python values, as SQLAlchemy reads them."""
+    """Stored rows (in ``columns`` order) as dicts of Python values, as SQLAlchemy reads them.
+
+    Each distinct stored value of a column is converted once per call (as ``bound_rows``
+    binds): the task runs of a claim batch share their timestamps, and an enqueue's copies
+    their JSON too, and a timestamp's parse or a JSON decode costs far more than a lookup.
+    The rows then share the decoded objects: records hold them, nothing mutates them.
+    """
     convert = readers(table, columns)
+    done: dict[tuple[int, Any], Any] = {}
     out = []
     for row in rows:
         values = list(row)
         for i, read in convert:
-            values[i] = read(values[i])
+            key = (i, values[i])
+            if (value := done.get(key, done)) is done:
+                value = done[key] = read(values[i])
+            values[i] = value
         out.append(dict(zip(columns, values, strict=True)))
     return out
 
