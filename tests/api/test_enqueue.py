@@ -86,6 +86,29 @@ async def test_enqueued_runs_may_share_a_logical_date(api: httpx2.AsyncClient) -
     assert again.status_code == 409
 
 
+async def test_each_enqueue_has_its_own_instants_though_the_job_is_planned_once(
+    api: httpx2.AsyncClient, clock: FakeClock
+) -> None:
+    await api.post(f"{API}/jobs", json=dag_job())
+    first = (await api.post(f"{API}/jobs/flow/runs")).json()["run_id"]
+    clock.now += timedelta(seconds=5)  # the same job version: its planned run is reused
+    second = (await api.post(f"{API}/jobs/flow/runs", json={"params": {"c": 1}})).json()
+    later = await api.post(f"{API}/jobs/flow/runs", json={"delay": 60})
+    instants = []
+    for run_id in (first, second["run_id"], later.json()["run_id"]):
+        run = await _run(api, run_id)
+        by_name = {tr["task_name"]: tr for tr in run["task_runs"]}
+        root, child = by_name["first"], by_name["second"]
+        own = (run["logical_date"], root["due_at"], root["queued_at"], child["due_at"])
+        instants.append((*own, child["state"]))
+    t0, t5, t65 = "2026-06-01T12:00:00Z", "2026-06-01T12:00:05Z", "2026-06-01T12:01:05Z"
+    assert instants == [
+        (t0, t0, t0, t0, "pending"),
+        (t5, t5, t5, t5, "pending"),
+        (t5, t65, None, t65, "pending"),
+    ]
+
+
 async def test_batch_answers_ids_in_item_order_with_each_items_params(
     api: httpx2.AsyncClient, broker: MemoryBroker
 ) -> None:

@@ -66,7 +66,13 @@ class Enqueued:
 
 
 @dataclass(slots=True)
-class _Templates:
+class Templates:
+    """The runs of ``job`` that enqueued runs copy: one whose root tasks queue at once and one
+    that waits for the scheduler, each planned on first use, at ``now``. Each copy has its own
+    ids and instants (``RunCopy``), so the enqueuer keeps one ``Templates`` per job version:
+    planning a run (``new_run``) and turning it into rows (``rows_of_copies``) were ~110 of
+    ~165 µs of the single enqueue's own work (plan, rows, statement) on the bench machine."""
+
     job: Job
     now: datetime
     make_id: Callable[[], str]
@@ -97,11 +103,14 @@ def plan_copies(
     *,
     prefix: str | None,
     hold: bool = False,
+    templates: Templates | None = None,
 ) -> list[RunCopy]:
-    """The runs to insert for ``items``. Errors name the field, under ``prefix[i].`` for a
-    batch (``items[3].priority``). ``hold``: every run waits for the scheduler, even one due
-    now (the transactional outbox cannot publish before its caller commits)."""
-    templates = _Templates(job, now, make_id)
+    """The runs to insert for ``items``, enqueued at ``now``. Errors name the field, under
+    ``prefix[i].`` for a batch (``items[3].priority``). ``hold``: every run waits for the
+    scheduler, even one due now (the transactional outbox cannot publish before its caller
+    commits). ``templates``: ``job``'s, kept from an earlier call (default: planned now)."""
+    if templates is None:
+        templates = Templates(job, now, make_id)
     copies: list[RunCopy] = []
     for i, item in enumerate(items):
         where = f"{prefix}[{i}]." if prefix else ""
@@ -123,6 +132,7 @@ def plan_copies(
                 configs=configs,
                 priority=item.priority,
                 due_at=due,
+                enqueued_at=now,
             )
         )
     return copies
@@ -150,7 +160,7 @@ class Enqueuer:
     ) -> None:
         self._store, self._broker, self._get_job = store, broker, get_job
         self._clock, self._make_id, self._wake = clock, make_id, wake
-        self._jobs: dict[str, Job] = {}
+        self._jobs: dict[str, Templates] = {}  # by job name: the job kept, its templates
         self._groups = EnqueueGroups(store, broker.publish, lambda e: deliveries_of(e.copies))
 
     async def enqueue(
@@ -162,10 +172,12 @@ class Enqueuer:
         check: Callable[[Job], None] | None = None,
     ) -> list[Enqueued]:
         for fresh in (False, True):
-            job = await self._job(name, fresh)
+            templates = await self._templates(name, fresh)
+            job = templates.job
             if check is not None:
                 check(job)
-            copies = plan_copies(job, items, self._clock(), self._make_id, prefix=prefix)
+            now = self._clock()
+            copies = plan_copies(job, items, now, self._make_id, prefix=prefix, templates=templates)
             done = [Enqueued(c.run_id, c.task_run_ids) for c in copies]
             key = None if receipt is None else receipt(done)
             try:
@@ -188,14 +200,15 @@ class Enqueuer:
         await self._store.enqueue_runs(copies, key, planned_from=job)
         await self._broker.publish(deliveries_of(copies))
 
-    async def _job(self, name: str, fresh: bool) -> Job:
-        job = None if fresh else self._jobs.get(name)
-        if job is None:
+    async def _templates(self, name: str, fresh: bool) -> Templates:
+        templates = None if fresh else self._jobs.get(name)
+        if templates is None:
             job = await self._get_job(name)
+            templates = Templates(job, self._clock(), self._make_id)
             if len(self._jobs) >= ENQUEUE_JOB_CACHE:
                 self._jobs.clear()
-            self._jobs[name] = job
-        return job
+            self._jobs[name] = templates
+        return templates
 
 
 def deliveries_of(copies: Sequence[RunCopy]) -> list[Delivery]:

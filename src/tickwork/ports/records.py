@@ -142,7 +142,10 @@ class RunCopy:
 
     It has its own ids (``task_run_ids`` in the order of the template's task runs), its own
     task configs (the same objects as the template's where params do not change them) and,
-    if set, its own priority for every task and its own due instant.
+    if set, its own priority for every task, its own due instant and its own enqueue instant
+    (``enqueued_at``: its logical date, creation instant, due instant unless ``due_at`` says
+    otherwise, and queue instant for the task runs queued at once; a template planned once is
+    shared by the enqueues of a job version, each with its own instant).
     """
 
     template: NewRun
@@ -151,6 +154,7 @@ class RunCopy:
     configs: tuple[Mapping[str, Any], ...]
     priority: int | None = None
     due_at: datetime | None = None
+    enqueued_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
