@@ -6,6 +6,7 @@ connections run with JIT off whatever the server's setting."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from tests.pg import libpq_url
-from tickwork.store import dispatch, facts, jobs, pg_dispatch
+from tickwork.store import dispatch, facts, jobs, next_work, pg_dispatch, pg_hot
 from tickwork.store.engine import normalize_url
 from tickwork.store.sql import SqlStore
 
@@ -112,8 +113,8 @@ def pages(node: dict[str, Any]) -> int:
     return int(node.get("Shared Hit Blocks", 0) + node.get("Shared Read Blocks", 0))
 
 
-def assert_flat(name: str, plan: dict[str, Any]) -> None:
-    assert plan["Total Cost"] < JIT_ABOVE_COST, (name, plan["Total Cost"])
+def assert_flat(name: str, plan: dict[str, Any], *, cost: bool = True) -> None:
+    assert not cost or plan["Total Cost"] < JIT_ABOVE_COST, (name, plan["Total Cost"])
     for node in nodes(plan):
         relation = node.get("Relation Name", "")
         if relation:
@@ -162,3 +163,38 @@ def test_claims_heartbeats_and_completions_do_not_grow_with_pending_work(
 async def test_the_store_s_connections_run_without_jit(pg_store: SqlStore) -> None:
     setting = await pg_store._read(lambda conn: conn.exec_driver_sql("SHOW jit").scalar())
     assert setting == "off"
+
+
+def test_the_pass_s_first_read_planned_once_does_not_grow_with_pending_work(
+    pending: Connection,
+) -> None:
+    # ``next_work`` runs prepared, with the generic plan (``pg_hot.read_planned``): that plan,
+    # made without the parameter's value, must stay an index lookup too.
+    sql, own = pg_hot.text_of(next_work.statement())
+    raw = pending.connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    plans: list[str] = []
+    raw.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+    for setting in (
+        "LOAD 'auto_explain'",
+        "SET auto_explain.log_min_duration = 0",
+        "SET auto_explain.log_analyze = on",
+        "SET auto_explain.log_buffers = on",
+        "SET auto_explain.log_format = json",
+        "SET auto_explain.log_level = notice",
+        "SET plan_cache_mode = force_generic_plan",
+    ):
+        raw.execute(setting)
+    for _ in range(2):  # the second execution reuses the plan the first one made
+        raw.execute(sql, own | {"after": NOW}, prepare=True).fetchall()
+    pending.rollback()  # the settings with it
+    plan = json.loads(plans[-1][plans[-1].index("{") :])["Plan"]
+    # Estimated without the value, its cost is far above ``jit_above_cost`` (a guess of a
+    # third of the pending rows); what it reads is a few pages. The connections it runs on
+    # have JIT off (``test_the_store_s_direct_connections_run_without_jit``).
+    assert_flat("next_work (generic plan)", plan, cost=False)
+
+
+async def test_the_store_s_direct_connections_run_without_jit(pg_store: SqlStore) -> None:
+    query = sa.select(sa.func.current_setting("jit"))
+    assert await pg_store._d.read_planned(query, {}) == [("off",)]

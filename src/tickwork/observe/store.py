@@ -15,7 +15,7 @@ say something about the work itself, read off their arguments and results:
 - ``stale_running``: task runs the reaper found without a live worker;
 - ``queued_task_runs``: task runs the reconciler hands to the broker again;
 - ``acquire_lease``: a new epoch means this process became leader;
-- ``next_due_at``: the scheduler asks it at the end of every pass (its dead man's switch);
+- ``next_work``: the scheduler asks it at the start of every pass (its dead man's switch);
 - ``Fenced`` from any write: a stale leader's write refused.
 """
 
@@ -198,7 +198,7 @@ class ObservedStore:
             m.MISSED_TICKS.inc(missed)
             m.RUNS.labels(RunState.SKIPPED.value).inc(missed)  # recorded finished as skipped
 
-    def _after_next_due_at(self, _due: Any) -> None:
+    def _after_next_work(self, _work: Any, _after: datetime) -> None:
         m.LAST_PASS.set(time.time())
 
     def _after_acquire_lease(self, lease: Lease | None, *_: Any) -> None:

@@ -132,6 +132,19 @@ class Materialization:
     runs: Sequence[NewRun]
 
 
+@dataclass(frozen=True, slots=True)
+class NextWork:
+    """When the scheduler next has something to do, read at once (``DispatchStore.next_work``):
+    the earliest cron fire (``next_fire_at``), the earliest due task run that may be queued
+    (``next_due_at``), the earliest one after ``after`` that nothing but its time gates (what
+    the window hands out ahead), and whether a backfill is running."""
+
+    fire_at: datetime | None
+    due_at: datetime | None
+    ahead_at: datetime | None
+    backfilling: bool
+
+
 class JobChanged(TickworkError):
     """The job runs were planned from is no longer the stored one (``enqueue_runs``)."""
 

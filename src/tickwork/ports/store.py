@@ -38,6 +38,7 @@ from tickwork.ports.records import (
     JobFilter,
     Maintenance,
     Materialization,
+    NextWork,
     RunCopy,
     RunFilter,
     RunPage,
@@ -265,6 +266,12 @@ class DispatchStore(Protocol):
 
     async def next_due_at(self) -> datetime | None:
         """The earliest ``due_at`` of a scheduled or up_for_retry task run."""
+
+    async def next_work(self, after: datetime) -> NextWork:
+        """In one read: ``next_fire_at``, ``next_due_at``, the earliest ``due_at`` after
+        ``after`` of a task run ``due_task_runs(…, after=…)`` would return, and whether a
+        backfill is running (``running_backfills``). What a scheduler pass looks at first, so
+        that an idle pass costs one read."""
 
     async def mark_queued(
         self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None

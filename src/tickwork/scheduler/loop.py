@@ -34,6 +34,7 @@ from tickwork.ports import (
     DispatchStore,
     Fence,
     Materialization,
+    NextWork,
 )
 from tickwork.scheduler.alerts import AlertWatcher, AlertWatcherStore
 from tickwork.scheduler.backfills import BackfillDriver, BackfillDriverStore
@@ -100,6 +101,10 @@ def timed_deliveries(task_runs: Sequence[TaskRun]) -> list[tuple[Delivery, datet
 
 def _unfenced() -> None:
     return None
+
+
+def _by(at: datetime | None, until: datetime) -> bool:
+    return at is not None and at <= until
 
 
 #: Something that calls its argument whenever new work may be due, until cancelled (the
@@ -189,34 +194,57 @@ class Scheduler:
         while True:
             self._wakeup.clear()
             now = self._clock()
-            await self.tick(now)
+            # One read says what is due; an idle pass reads nothing more (store/next_work.py).
+            work = await self._store.next_work(now + timedelta(seconds=self._config.max_sleep))
+            moved = await self.tick(now, work)
             self.passes += 1
-            await self._sleep(await self._next_wake(now))
+            # A pass that found work changed what is due: look again at once.
+            await self._sleep(0.0 if moved else self._next_wake(work))
 
-    async def tick(self, now: datetime) -> None:
-        """One pass: everything due at ``now`` is materialized and dispatched."""
+    async def tick(self, now: datetime, work: NextWork | None = None) -> bool:
+        """One pass: everything due at ``now`` is materialized and dispatched. With ``work``
+        (``next_work`` read at ``now`` with ``after`` = ``now + max_sleep``) only what it says
+        is due is looked at. True if anything was due."""
         if tracing.enabled():  # runs created in the pass link to its span
             with tracing.scheduler_pass():
-                await self._tick(now)
-        else:
-            await self._tick(now)
+                return await self._tick(now, work)
+        return await self._tick(now, work)
 
-    async def _tick(self, now: datetime) -> None:
-        while await self.materialize_due(now) == self._config.batch:
-            pass
-        self._backfilling = await self._backfills.step(now)
-        while await self.dispatch_due(now) == self._config.batch:
-            pass
-        while self._config.window > 0 and await self.hand_off_ahead(now) == self._config.batch:
-            pass
+    async def _tick(self, now: datetime, work: NextWork | None) -> bool:
+        config, found = self._config, False
+        if work is None or _by(work.fire_at, now + timedelta(seconds=config.horizon)):
+            found |= await self._drain(self.materialize_due, now)
+        self._backfilling = (work is None or work.backfilling) and await self._backfills.step(now)
+        if work is None or _by(work.due_at, now):
+            found |= await self._drain(self.dispatch_due, now)
+        if config.window > 0 and (
+            work is None or _by(work.ahead_at, now + timedelta(seconds=config.window))
+        ):
+            found |= await self._drain(self.hand_off_ahead, now)
+        return await self._look_after(now) or found
+
+    async def _drain(self, step: Callable[[datetime], Awaitable[int]], now: datetime) -> bool:
+        """``step`` again while it takes a full batch; whether it found anything."""
+        taken = await step(now)
+        found = taken > 0
+        while taken == self._config.batch:
+            taken = await step(now)
+        return found
+
+    async def _look_after(self, now: datetime) -> bool:
+        """A broker that lost its messages, and every ``housekeeping_every`` the reaper, the
+        re-sending of lost messages and the alerts; whether the reaper moved anything (a
+        retry it scheduled is due work the pass's first read did not see)."""
         if await self._resender.broker_forgot(now):
             log.warning("the broker lost its messages (flushed, restarted empty): re-sending")
             await self.resend_queued(now + timedelta(seconds=self._config.window))
+        reaped = 0
         if self._housekeeping_due(now):
             if now >= self._reap_after:
-                await self.reap_zombies(now)
+                reaped = await self.reap_zombies(now)
             await self._resender.resend_stale(now)
             await self.alerts.check(now)
+        return reaped > 0
 
     async def materialize_due(self, now: datetime) -> int:
         """Create the runs of every cron fire due by ``now``; returns how many jobs were due."""
@@ -335,16 +363,19 @@ class Scheduler:
             return True
         return False
 
-    async def _next_wake(self, now: datetime) -> float:
-        next_fire, next_due = await asyncio.gather(
-            self._store.next_fire_at(), self._store.next_due_at()
-        )
-        ahead = timedelta(seconds=self._config.horizon)
-        candidates = [next_fire - ahead if next_fire else None, next_due]
-        delay = self._config.backfill_poll if self._backfilling else self._config.max_sleep
+    def _next_wake(self, work: NextWork) -> float:
+        """Seconds until the earliest thing ``work`` says will be due, capped by the poll."""
+        config = self._config
+        candidates = [work.due_at]
+        if work.fire_at is not None:
+            candidates.append(work.fire_at - timedelta(seconds=config.horizon))
+        if work.ahead_at is not None and config.window > 0:
+            candidates.append(work.ahead_at - timedelta(seconds=config.window))
+        delay = config.backfill_poll if self._backfilling else config.max_sleep
+        now = self._clock()
         for at in candidates:
             if at is not None:
-                delay = min(delay, (at - self._clock()).total_seconds())
+                delay = min(delay, (at - now).total_seconds())
         return max(delay, 0.0)
 
     async def _sleep(self, seconds: float) -> None:

@@ -116,6 +116,16 @@ class Dialect(Protocol):
         """``execute_direct`` of a ``grouped_insert`` statement (the dialect's own
         placeholders), returning the statement's rows."""
 
+    async def read_planned(
+        self, query: sa.Select[Any], params: Mapping[str, Any]
+    ) -> Sequence[Sequence[Any]] | None:
+        """The rows of ``query`` (one of the store's constant statements, read again and
+        again: the scheduler's) read on the event loop, planned once per connection; None
+        when this dialect cannot or no connection is free (the caller reads it the usual
+        way). Values come as the driver gives them (timestamps aware, in any zone). The
+        connection is not pinged first: ``StoreUnavailable`` if it turns out dead (the caller
+        reads again the usual way, which replaces dead connections)."""
+
     # -- the worker's hot statements -------------------------------------------------------
     def claim(
         self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime

@@ -77,7 +77,7 @@ def _due_query(*, ahead: bool) -> sa.Select[Any]:
     """``due_task_runs``'s statement, built once with its values as bound parameters: the
     scheduler runs it twice a pass (dispatch and hand-off), and building the union, its
     subqueries and gates took ~6 ms of CPU each time (the idle scheduler's largest cost)."""
-    per_state = [_due_in_state(state, ahead) for state in sorted(_DISPATCHABLE)]
+    per_state = [_due_in_state(state, ahead) for state in DISPATCHABLE_STATES]
     due = sa.union_all(*per_state).subquery("due")
     order = (due.c.priority.desc(), due.c.logical_date, due.c.due_at, due.c.id)
     return sa.select(due).order_by(*order).limit(_LIMIT)
@@ -120,20 +120,22 @@ def next_due_at(conn: Connection) -> datetime | None:
     return min(found, default=None)
 
 
-def _earliest_due(state: str) -> sa.ScalarSelect[datetime]:
+def earliest_due(state: str, *, after: sa.BindParameter[Any] | None = None) -> sa.ScalarSelect[Any]:
+    """The earliest due time in ``state`` of a task run that could be queued; with ``after``,
+    the earliest after it of one that nothing but its time gates (``due_task_runs``'s two
+    kinds: dispatch and the hand-off ahead)."""
     # One state each: the (state, due_at) index then yields rows in due order, so the gates
     # are evaluated until the first row that passes, not for every dispatchable row before
     # a sort (``state IN (…) ORDER BY due_at`` cannot use the index order).
-    return (
-        sa.select(task_runs.c.due_at)
-        .where(_in_state(state), _NOT_PAUSED, may_queue())
-        .order_by(task_runs.c.due_at)
-        .limit(1)
-        .scalar_subquery()
-    )
+    query = sa.select(task_runs.c.due_at).where(_in_state(state), _NOT_PAUSED, may_queue())
+    if after is not None:
+        query = query.where(task_runs.c.due_at > after, ungated())
+    return query.order_by(task_runs.c.due_at).limit(1).scalar_subquery()
 
 
-_NEXT_DUE = sa.select(*(_earliest_due(state) for state in sorted(_DISPATCHABLE)))
+#: The dispatchable states, one by one (as ``earliest_due`` takes them).
+DISPATCHABLE_STATES = sorted(_DISPATCHABLE)
+_NEXT_DUE = sa.select(*(earliest_due(state) for state in DISPATCHABLE_STATES))
 
 
 def queued_task_runs(conn: Connection, queued_before: datetime, limit: int) -> list[TaskRun]:

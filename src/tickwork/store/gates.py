@@ -86,10 +86,14 @@ def ungated() -> sa.ColumnElement[bool]:
     """Task runs nothing but their due time gates: no pool, no ``depends_on_past``, and a
     job without ``max_active_runs``. Only these may be handed to the broker ahead of time;
     whether a gated one may go can only be judged at its instant."""
-    limited = sa.exists().where(
-        _job.c.id == task_runs.c.job_id, _job.c.max_active_runs.is_not(None)
+    # A scalar subquery (a primary-key lookup per candidate row), not ``NOT EXISTS``: in a
+    # generic plan (``Store.next_work``) PostgreSQL made that an anti-join reading every job.
+    limit = (
+        sa.select(_job.c.max_active_runs).where(_job.c.id == task_runs.c.job_id).scalar_subquery()
     )
-    return sa.and_(task_runs.c.pool.is_(None), sa.not_(task_runs.c.depends_on_past), ~limited)
+    return sa.and_(
+        task_runs.c.pool.is_(None), sa.not_(task_runs.c.depends_on_past), limit.is_(None)
+    )
 
 
 def may_queue() -> sa.ColumnElement[bool]:

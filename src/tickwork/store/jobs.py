@@ -164,17 +164,17 @@ def due_cron_jobs(conn: Connection, now: datetime, limit: int) -> list[Job]:
 
 
 def next_fire_at(conn: Connection) -> datetime | None:
-    earliest: datetime | None = conn.scalar(
-        # IS NOT NULL lets the index skip the jobs that have no next fire (all but cron).
-        sa.select(sa.func.min(jobs.c.next_fire_at)).where(
-            jobs.c.next_fire_at.is_not(None), _CRON_ACTIVE
-        )
-    )
+    earliest: datetime | None = conn.scalar(NEXT_FIRE)
     return earliest
 
 
 _CRON_ACTIVE = sa.and_(
     LIVE, jobs.c.paused.is_(False), jobs.c.schedule_kind == ScheduleKind.CRON.value
+)
+#: The earliest ``next_fire_at`` of a live, unpaused cron job. IS NOT NULL lets the index
+#: skip the jobs that have no next fire (all but cron).
+NEXT_FIRE = sa.select(sa.func.min(jobs.c.next_fire_at)).where(
+    jobs.c.next_fire_at.is_not(None), _CRON_ACTIVE
 )
 
 

@@ -98,6 +98,13 @@ class PostgresDialect:
     async def fetch_direct(self, statement: Statement) -> list[tuple[Any, ...]] | None:
         return await self._direct.fetch(*statement)
 
+    async def read_planned(
+        self, query: sa.Select[Any], params: Mapping[str, Any]
+    ) -> Sequence[Sequence[Any]] | None:
+        return await self._direct.run(
+            lambda conn: pg_hot.read_planned(conn, query, params), ping=False
+        )
+
     # -- the worker's hot statements -------------------------------------------------------
     def claim(
         self, conn: Connection, keys: Sequence[TaskKey], worker_id: str, now: datetime

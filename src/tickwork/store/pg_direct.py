@@ -70,9 +70,13 @@ class DirectWriter:
 
         return await self.run(rows)
 
-    async def run(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T | None:
+    async def run(
+        self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, ping: bool = True
+    ) -> T | None:
         """``await work(conn)`` on a free connection (autocommit: ``work`` begins and ends
-        any transaction itself); its result, or None if no connection is free here.
+        any transaction itself); its result, or None if no connection is free here. Without
+        ``ping``, a connection idle for long is not pinged first (a read whose caller reads
+        again elsewhere when its connection turns out dead: one round trip saved each time).
 
         Errors as the engine's path raises them: a failed connection (``OperationalError``,
         ``InterfaceError``) is ``StoreUnavailable``; any other driver error (a unique
@@ -89,7 +93,7 @@ class DirectWriter:
         self._busy += 1
         conn: psycopg.AsyncConnection[Any] | None = None
         try:
-            conn = await self._take()
+            conn = await self._take(ping)
             return await work(conn)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
@@ -110,10 +114,10 @@ class DirectWriter:
         else:
             await _close(conn)
 
-    async def _take(self) -> psycopg.AsyncConnection[Any]:
+    async def _take(self, ping: bool) -> psycopg.AsyncConnection[Any]:
         while self._idle:
             conn, since = self._idle.pop()
-            if time.monotonic() - since < engines.PG_PING_IDLE:
+            if not ping or time.monotonic() - since < engines.PG_PING_IDLE:
                 return conn
             try:
                 await conn.execute("SELECT 1")

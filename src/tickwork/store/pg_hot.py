@@ -1,5 +1,6 @@
 """The worker's claim, heartbeat and completion on an asyncio psycopg connection
-(``DirectWriter``), on the worker's own event loop.
+(``DirectWriter``), on the worker's own event loop; and the scheduler's read of every pass
+(``read_planned``), the same way.
 
 At low load, one job at a time, each store call through the engine cost a thread hop each
 way (two wake-ups of the worker and a GIL hand-off), a pool checkout and, for a completion,
@@ -28,11 +29,14 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import psycopg
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 
 from tickwork.core.model import Outcome, TaskRun
 from tickwork.ports import Beat, Completion, TaskKey
@@ -40,6 +44,7 @@ from tickwork.store import pg_dispatch
 from tickwork.store.dispatch import outcome_values, outcomes_by_key
 
 Conn = psycopg.AsyncConnection[Any]
+_PG = PGDialect_psycopg()  # type: ignore[no-untyped-call]
 
 #: ``dispatch.outcome_values``'s keys, in the order of ``_COMPLETE_ALONE``'s ``unnest``.
 _VALUES = ("id", "attempt", "state", "retry", "due_at", "started_at", "finished_at",
@@ -153,3 +158,27 @@ async def complete(conn: Conn, outcomes: Sequence[Outcome]) -> tuple[Completion,
         runs_finished=dict(ended),
     )
     return done, [o for o in outcomes if o.task_run_id in family]
+
+
+@lru_cache(maxsize=64)
+def text_of(query: sa.Select[Any]) -> tuple[str, dict[str, Any]]:
+    """``query`` (a constant statement of the store's, built once) as psycopg's SQL text,
+    compiled once, and the values of its own parameters (the caller adds its own): literal
+    values written in, parameters as ``%(name)s``."""
+    # Writing the literal values in asks for a value of every parameter; those the caller
+    # gives stay placeholders all the same, so any will do until then.
+    asked = [b.key for b in query.compile(dialect=_PG).binds.values() if b.required]
+    expanded = query.params({name: None for name in asked}).compile(dialect=_PG)
+    state = expanded.construct_expanded_state()
+    return state.statement, dict(state.parameters)
+
+
+async def read_planned(
+    conn: Conn, query: sa.Select[Any], params: Mapping[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The rows of ``query``, prepared on first use and planned once (a generic plan): the
+    scheduler's reads each pass, whose custom plans cost PostgreSQL 15-20 ms apiece (a union
+    of gated subqueries over every partition), against 0.1 ms to run."""
+    sql, own = text_of(query)
+    await _generic_plans(conn)
+    return await (await conn.execute(sql, own | dict(params), prepare=True)).fetchall()

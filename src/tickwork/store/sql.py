@@ -8,6 +8,7 @@ delegates to a plain query module (``jobs``, ``runs``, ``dispatch``, …) with t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ from functools import partial
 from sqlalchemy.exc import IntegrityError
 
 from tickwork.core.backfill import Backfill, BackfillState
+from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import (
     Job,
     LogChunk,
@@ -36,6 +38,7 @@ from tickwork.ports import (
     Lease,
     Maintenance,
     Materialization,
+    NextWork,
     RunCopy,
     RunFilter,
     RunPage,
@@ -52,6 +55,7 @@ from tickwork.store import (
     jobs,
     leases,
     logs,
+    next_work,
 )
 from tickwork.store import runs as run_queries
 from tickwork.store.columns import on_dialect
@@ -293,6 +297,13 @@ class SqlStore(SqlViews):
 
     async def next_due_at(self) -> datetime | None:
         return await self._read(dispatch.next_due_at)
+
+    async def next_work(self, after: datetime) -> NextWork:
+        with contextlib.suppress(StoreUnavailable):  # read again below, on a sound connection
+            rows = await self._d.read_planned(next_work.statement(), {"after": after})
+            if rows is not None:
+                return next_work.of_row(rows[0])
+        return await self._read(lambda conn: next_work.next_work(conn, after))
 
     async def mark_queued(
         self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None

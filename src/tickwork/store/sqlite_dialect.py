@@ -95,6 +95,11 @@ class SqliteDialect:
     async def fetch_direct(self, statement: Statement) -> list[tuple[Any, ...]] | None:
         return None
 
+    async def read_planned(
+        self, query: sa.Select[Any], params: Mapping[str, Any]
+    ) -> Sequence[Sequence[Any]] | None:
+        return None  # reads cost no planning worth saving here
+
     async def claim_direct(
         self, keys: Sequence[TaskKey], worker_id: str, now: datetime
     ) -> list[TaskRun] | None:
