@@ -218,3 +218,33 @@ async def test_a_store_failure_of_a_group_is_every_callers(
     results = await asyncio.gather(*(groups.write(e) for e in entries), return_exceptions=True)
     assert all(isinstance(r, StoreUnavailable) for r in results), results
     assert groups.groups == 0
+
+
+async def test_the_next_group_is_written_while_the_previous_one_is_published(
+    api: httpx2.AsyncClient, services: Services, store: Store
+) -> None:
+    job, template = await _job_and_template(api, services)
+    gate = asyncio.Event()
+    published: list[str] = []
+
+    async def publish(deliveries: Sequence[Delivery]) -> None:
+        await gate.wait()  # Redis is slow to answer
+        published.extend(d.task_run_id for d in deliveries)
+
+    def deliveries(entry: EnqueueEntry) -> list[Delivery]:
+        return [Delivery(c.run_id, 1, "default", 0) for c in entry.copies]
+
+    groups = EnqueueGroups(store, publish, deliveries)
+    names = ["alone", "r0", "r1", "r2"]  # the first written alone, the others as one group
+    calls = [
+        asyncio.ensure_future(groups.write(EnqueueEntry([_copy(template, n)], None, job)))
+        for n in names
+    ]
+    deadline = asyncio.get_running_loop().time() + 10
+    while groups.groups < 2:  # both written though the first group's publish has not returned
+        assert asyncio.get_running_loop().time() < deadline, groups.groups
+        await asyncio.sleep(0.01)
+    assert not any(call.done() for call in calls)  # no one answered before its publish
+    gate.set()
+    await asyncio.gather(*calls)
+    assert sorted(published) == sorted(names)

@@ -20,6 +20,10 @@ transaction committed, with its own outcome:
 Two entries with the same ``Idempotency-Key`` never share a group: the second waits for the
 next, where it finds the first's record (or, if the first failed, writes). A caller cancelled
 before its group is written is dropped from it.
+
+The next group's write starts once the previous one committed, while the previous group's
+publish (the broker's round trip) is still in flight: each caller is still answered only
+after its own group's publish, but the store's one write at a time does not wait for Redis.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class EnqueueGroups:
         self._waiting: list[_Waiting] = []
         self._writing = False  # a write is in flight (its caller's, or the drainer's)
         self._drainer: asyncio.Task[None] | None = None
+        self._publishing: set[asyncio.Task[None]] = set()  # groups written, being published
         self._loop: asyncio.AbstractEventLoop | None = None
         self.groups = 0  # groups written (for tests and the bench: entries / groups)
 
@@ -64,6 +69,7 @@ class EnqueueGroups:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new event loop (tests, a CLI): the old one's are gone
             self._waiting, self._writing, self._drainer, self._loop = [], False, None, loop
+            self._publishing = set()
         waiter: asyncio.Future[None] = loop.create_future()
         if self._writing:  # wait for the write in flight, then go with the next group
             self._waiting.append((entry, waiter))
@@ -71,13 +77,16 @@ class EnqueueGroups:
             return
         # Alone: written at once, by this caller (no task, no hand-off between tasks).
         self._writing = True
+        group = [(entry, waiter)]
         try:
-            await self._write([(entry, waiter)])
+            outcomes = await self._write(group)
         finally:
             if self._waiting:  # those that came meanwhile: a task writes them
                 self._drainer = loop.create_task(self._drain(), name="tickwork-enqueue-groups")
             else:
                 self._writing = False
+        if outcomes is not None:
+            await self._published(group, outcomes)
         waiter.result()
 
     async def _drain(self) -> None:
@@ -85,9 +94,18 @@ class EnqueueGroups:
             while self._waiting:
                 group = self._take()
                 if group:
-                    await self._write(group)
+                    outcomes = await self._write(group)
+                    if outcomes is not None:  # published beside the next group's write
+                        self._publish_later(group, outcomes)
         finally:
             self._writing, self._drainer = False, None
+
+    def _publish_later(self, group: list[_Waiting], outcomes: list[Exception | None]) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._published(group, outcomes), name="tickwork-enqueue-publish"
+        )
+        self._publishing.add(task)  # held until done (the loop keeps only a weak reference)
+        task.add_done_callback(self._publishing.discard)
 
     def _take(self) -> list[_Waiting]:
         group: list[_Waiting] = []
@@ -108,23 +126,30 @@ class EnqueueGroups:
         self._waiting = later
         return group
 
-    async def _write(self, group: list[_Waiting]) -> None:
+    async def _write(self, group: list[_Waiting]) -> list[Exception | None] | None:
+        """Store ``group``: each entry's outcome, to publish; None if its callers are already
+        answered (a failure)."""
         try:
             outcomes = await self._store.enqueue_each([entry for entry, _ in group])
         except StoreUnavailable as exc:
             _fail(group, exc)
-            return
+            return None
         except Exception as exc:
             if len(group) == 1:
                 _fail(group, exc)
             else:  # which entry broke it is not known: each alone, once
-                await asyncio.gather(*(self._write([item]) for item in group))
-            return
+                await asyncio.gather(*(self._alone(item) for item in group))
+            return None
         except BaseException as exc:  # cancelled (the loop is closing): answer, then stop
             _fail(group, StoreUnavailable(f"enqueue interrupted: {exc!r}"))
             raise
         self.groups += 1
-        await self._published(group, outcomes)
+        return outcomes
+
+    async def _alone(self, item: _Waiting) -> None:
+        outcomes = await self._write([item])
+        if outcomes is not None:
+            await self._published([item], outcomes)
 
     async def _published(self, group: list[_Waiting], outcomes: list[Exception | None]) -> None:
         written = [item for item, outcome in zip(group, outcomes, strict=True) if outcome is None]
@@ -133,6 +158,9 @@ class EnqueueGroups:
         except Exception as exc:  # stored, not handed to the broker: as a lone call fails
             _fail(written, exc)
             written = []
+        except BaseException as exc:  # cancelled (the loop is closing): answer, then stop
+            _fail(group, StoreUnavailable(f"enqueue interrupted: {exc!r}"))
+            raise
         for (_, waiter), outcome in zip(group, outcomes, strict=True):
             if outcome is not None:
                 _settle(waiter, outcome)
