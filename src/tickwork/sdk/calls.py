@@ -103,6 +103,7 @@ def idem(key: str | None) -> dict[str, str] | None:
     return None if key is None else {"Idempotency-Key": key}
 
 
+@functools.lru_cache(maxsize=1024)  # a producer names the same few jobs again and again
 def seg(value: str) -> str:
     """A value made safe to use as one URL path segment."""
     return quote(value, safe="")

@@ -30,8 +30,15 @@ if TYPE_CHECKING:
     import aiohttp
     import httpx2
     import urllib3
+    from yarl import URL
 
     from tickwork.sdk.calls import Call
+
+
+#: JSON as httpx2 writes it (one encoder: ``json.dumps`` with options builds one per call).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+#: Parsed URLs an ``AsyncClient`` keeps (one per job it enqueues to, run it reads, ...).
+KEPT_URLS = 256
 
 
 class Answer(Protocol):
@@ -77,8 +84,7 @@ class Settings:
             headers["Authorization"] = f"Bearer {self.token}"
         body = None
         if call.json is not None:
-            text = json.dumps(call.json, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-            body = text.encode()
+            body = _encode(call.json).encode()
             headers["Content-Type"] = "application/json"
         if call.headers:
             headers.update(call.headers)
@@ -136,6 +142,9 @@ class AiohttpWire:
         self._aiohttp = aiohttp
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._unusable = unusable(settings.url)
+        #: Each target's parsed URL (yarl parses one in ~10 µs; a producer calls a few targets).
+        self._urls: dict[str, URL] = {}
 
     def _opened(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -153,14 +162,19 @@ class AiohttpWire:
         return self._session
 
     async def send(self, call: Call[Any]) -> Reply:
-        from yarl import URL
-
-        if (reason := unusable(self._settings.url)) is not None:
-            raise Unreachable(self._settings.url, reason)
+        if self._unusable is not None:
+            raise Unreachable(self._settings.url, self._unusable)
         headers, body = self._settings.headers(call)
         query = call.query()
         full = self._settings.url + call.url() + (f"?{urlencode(query)}" if query else "")
-        url = URL(full, encoded=True)  # seg() quoted the path's values; the query is encoded
+        url = self._urls.get(full)
+        if url is None:
+            from yarl import URL
+
+            url = URL(full, encoded=True)  # seg() quoted the path's values; the query is encoded
+            if len(self._urls) >= KEPT_URLS:
+                self._urls.clear()
+            self._urls[full] = url
         try:
             async with self._opened().request(
                 call.method, url, data=body, headers=headers, allow_redirects=False
