@@ -21,6 +21,7 @@ say something about the work itself, read off their arguments and results:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -29,7 +30,15 @@ from typing import Any, TypeVar, cast
 
 from tickwork.core.alerts import Alert
 from tickwork.core.errors import StoreUnavailable
-from tickwork.core.model import NewRun, Outcome, RunState, RunTrigger, TaskRun, TaskRunState
+from tickwork.core.model import (
+    NewRun,
+    Outcome,
+    Run,
+    RunState,
+    RunTrigger,
+    TaskRun,
+    TaskRunState,
+)
 from tickwork.observe import metrics as m
 from tickwork.observe import tracing
 from tickwork.ports import Completion, EnqueueEntry, Fenced, Lease, Materialization, RunCopy
@@ -224,14 +233,14 @@ class ObservedStore:
 
     @staticmethod
     def _trace_enqueue_runs(_r: None, copies: Sequence[RunCopy], *_: Any, **__: Any) -> None:
-        tracing.runs_created([(c.template.run, c.run_id) for c in copies])
+        tracing.runs_created([_copied(c) for c in copies])
 
     @staticmethod
     def _trace_enqueue_each(
         outcomes: list[Exception | None], entries: Sequence[EnqueueEntry]
     ) -> None:
         written = (e for e, o in zip(entries, outcomes, strict=True) if o is None)
-        tracing.runs_created([(c.template.run, c.run_id) for e in written for c in e.copies])
+        tracing.runs_created([_copied(c) for e in written for c in e.copies])
 
     @staticmethod
     def _trace_materialize_many(_r: Any, items: Sequence[Materialization], **_: Any) -> None:
@@ -287,3 +296,11 @@ class ObservedBroker:
 
 def observed_broker(broker: S) -> S:
     return cast(S, ObservedBroker(broker))
+
+
+def _copied(copy: RunCopy) -> tuple[Run, str]:
+    """An enqueued run as it was stored: its template's, at its own instant; and its id."""
+    run, at = copy.template.run, copy.enqueued_at
+    if at is not None:
+        run = dataclasses.replace(run, logical_date=at, created_at=at)
+    return run, copy.run_id
