@@ -85,8 +85,16 @@ def create_app(
         swagger_ui_parameters={"validatorUrl": None},
         # FastAPI's own OpenTelemetry server span per request (a child of the caller's
         # traceparent) when observe.tracing is on; the runs a request creates link to it.
-        # Its per-dependency/endpoint spans are left out as noise.
-        telemetry={"operation_spans": False, "tracer_provider": tracing.provider()},
+        # Its per-dependency/endpoint spans are left out as noise. Off, it is off outright:
+        # FastAPI otherwise asks OpenTelemetry's global providers (three environment reads)
+        # on every request; and its metrics and logs are not ours (metrics: /metrics).
+        telemetry={
+            "operation_spans": False,
+            "tracer_provider": tracing.provider(),
+            "tracing": tracing.enabled(),
+            "metrics": False,
+            "logs": False,
+        },
     )
     app.state.services = services
     app.state.health = health or Health(
