@@ -37,7 +37,8 @@ from tickwork.ports import Store
 from tickwork.scheduler.loop import Scheduler, SchedulerConfig, deliveries
 from tickwork.security.ssrf import UrlGuard, parse_allow
 from tickwork.worker import capture
-from tickwork.worker.pool import PoolConfig, WorkerPool
+from tickwork.worker.config import PoolConfig
+from tickwork.worker.pool import WorkerPool
 from tickwork.worker.runners import build_runners, close_runners
 
 TASKS = "tests.integration.engine_tasks"

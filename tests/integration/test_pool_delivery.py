@@ -30,7 +30,8 @@ from tickwork.core.runs import new_run
 from tickwork.ids import new_id
 from tickwork.ports import Broker, CancelSignals, Delivery, Store
 from tickwork.scheduler.loop import deliveries
-from tickwork.worker.pool import PoolConfig, WorkerPool
+from tickwork.worker.config import PoolConfig
+from tickwork.worker.pool import WorkerPool
 from tickwork.worker.runners import build_runners, close_runners
 
 

@@ -21,7 +21,8 @@ from tickwork.broker.memory import MemoryBroker
 from tickwork.core.model import NewRun, Task, TaskKind, TaskRunState
 from tickwork.ports import Store, TaskKey
 from tickwork.scheduler.loop import deliveries
-from tickwork.worker.pool import PoolConfig, WorkerPool
+from tickwork.worker.config import PoolConfig
+from tickwork.worker.pool import WorkerPool
 from tickwork.worker.runners import build_runners, close_runners
 
 S = TaskRunState

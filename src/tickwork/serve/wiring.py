@@ -87,7 +87,8 @@ from tickwork.serve.observed import (
 from tickwork.serve.process import Process
 from tickwork.store import SqlStore, open_store
 from tickwork.worker import capture
-from tickwork.worker.pool import PoolConfig, WorkerPool
+from tickwork.worker.config import PoolConfig
+from tickwork.worker.pool import WorkerPool
 from tickwork.worker.runners import HttpGuard, RequestRefused, build_runners, close_runners
 from tickwork.worker.secret_runner import with_secrets
 
