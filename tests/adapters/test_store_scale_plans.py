@@ -165,12 +165,22 @@ async def test_the_store_s_connections_run_without_jit(pg_store: SqlStore) -> No
     assert setting == "off"
 
 
-def test_the_pass_s_first_read_planned_once_does_not_grow_with_pending_work(
-    pending: Connection,
+#: The scheduler's statements read planned once (``SqlTransactions._read_planned``).
+PLANNED: dict[str, tuple[sa.Select[Any], dict[str, Any]]] = {
+    "next_work": (next_work.statement(), {"after": NOW}),
+    "queued_task_runs": (dispatch.QUEUED_BEFORE, {"before": NOW, "limit": 100}),
+    "stale_running": (dispatch.STALE_BEFORE, {"before": NOW, "limit": 100}),
+}
+
+
+@pytest.mark.parametrize("name", PLANNED)
+def test_the_scheduler_s_reads_planned_once_do_not_grow_with_pending_work(
+    pending: Connection, name: str
 ) -> None:
-    # ``next_work`` runs prepared, with the generic plan (``pg_hot.read_planned``): that plan,
-    # made without the parameter's value, must stay an index lookup too.
-    sql, own = pg_hot.text_of(next_work.statement())
+    # These run prepared, with the generic plan (``pg_hot.read_planned``): that plan, made
+    # without the parameters' values, must stay an index lookup too.
+    query, params = PLANNED[name]
+    sql, own = pg_hot.text_of(query)
     raw = pending.connection.driver_connection
     assert isinstance(raw, psycopg.Connection)
     plans: list[str] = []
@@ -186,13 +196,13 @@ def test_the_pass_s_first_read_planned_once_does_not_grow_with_pending_work(
     ):
         raw.execute(setting)
     for _ in range(2):  # the second execution reuses the plan the first one made
-        raw.execute(sql, own | {"after": NOW}, prepare=True).fetchall()
+        raw.execute(sql, own | params, prepare=True).fetchall()
     pending.rollback()  # the settings with it
     plan = json.loads(plans[-1][plans[-1].index("{") :])["Plan"]
-    # Estimated without the value, its cost is far above ``jit_above_cost`` (a guess of a
-    # third of the pending rows); what it reads is a few pages. The connections it runs on
+    # Estimated without the values, its cost may be far above ``jit_above_cost`` (a guess of
+    # a third of the pending rows); what it reads is a few pages. The connections it runs on
     # have JIT off (``test_the_store_s_direct_connections_run_without_jit``).
-    assert_flat("next_work (generic plan)", plan, cost=False)
+    assert_flat(f"{name} (generic plan)", plan, cost=False)
 
 
 async def test_the_store_s_direct_connections_run_without_jit(pg_store: SqlStore) -> None:

@@ -313,3 +313,17 @@ async def test_multi_task_run_state_follows_its_task_runs(store: SqlStore) -> No
     await store.complete([outcome(first, S.SUCCESS, at(3))])
     # One task done, one still waiting: the run is under way.
     assert await _run_state(store, first) == RunState.RUNNING
+
+
+async def test_the_reconciler_s_and_reaper_s_reads_return_task_runs_as_stored(
+    store: SqlStore,
+) -> None:
+    # On PostgreSQL these are read planned once, through the driver (not SQLAlchemy's
+    # result processing): every field, JSON and timestamps included, must come back the same.
+    (tr,) = await _queued(store)
+    (queued,) = await store.queued_task_runs(at(1000), 10)
+    assert queued == await store.get_task_run(tr.id)
+    await store.claim([key(tr)], "w1", at(100))
+    (stale,) = await store.stale_running(at(1000), 10)
+    assert stale == await store.get_task_run(tr.id)
+    assert stale.started_at == at(100) and stale.config == tr.config

@@ -138,24 +138,41 @@ DISPATCHABLE_STATES = sorted(_DISPATCHABLE)
 _NEXT_DUE = sa.select(*(earliest_due(state) for state in DISPATCHABLE_STATES))
 
 
+_BEFORE = sa.bindparam("before", type_=task_runs.c.due_at.type)
+
+#: Queued task runs no worker claimed, queued at or before ``before`` (the reconciler's read,
+#: every housekeeping pass: a constant statement, read planned once, ``Store.queued_task_runs``).
+QUEUED_BEFORE = (
+    sa.select(task_runs)
+    .where(_in_state(S.QUEUED.value), task_runs.c.queued_at <= _BEFORE)
+    .order_by(task_runs.c.queued_at, task_runs.c.id)
+    .limit(_LIMIT)
+)
+
+#: Running task runs whose heartbeat is older than ``before`` (the reaper's read, likewise).
+STALE_BEFORE = (
+    sa.select(task_runs)
+    .where(_in_state(S.RUNNING.value), task_runs.c.heartbeat_at < _BEFORE)
+    .order_by(task_runs.c.heartbeat_at, task_runs.c.id)
+    .limit(_LIMIT)
+)
+_TABLE_ORDER = [c.name for c in task_runs.c]
+
+
+def task_runs_of(rows: Sequence[Sequence[Any]]) -> list[TaskRun]:
+    """Rows of ``QUEUED_BEFORE`` or ``STALE_BEFORE`` (the table's columns in order, JSON
+    decoded, timestamps in UTC) as task runs."""
+    return [task_run_from_row(dict(zip(_TABLE_ORDER, row, strict=True))) for row in rows]
+
+
 def queued_task_runs(conn: Connection, queued_before: datetime, limit: int) -> list[TaskRun]:
-    query = (
-        sa.select(task_runs)
-        .where(task_runs.c.state == S.QUEUED.value, task_runs.c.queued_at <= queued_before)
-        .order_by(task_runs.c.queued_at, task_runs.c.id)
-        .limit(limit)
-    )
-    return [task_run_from_row(r) for r in (conn.execute(query)).mappings()]
+    rows = conn.execute(QUEUED_BEFORE, {"before": queued_before, "limit": limit})
+    return task_runs_of(rows.all())
 
 
 def stale_running(conn: Connection, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
-    query = (
-        sa.select(task_runs)
-        .where(task_runs.c.state == S.RUNNING.value, task_runs.c.heartbeat_at < heartbeat_before)
-        .order_by(task_runs.c.heartbeat_at, task_runs.c.id)
-        .limit(limit)
-    )
-    return [task_run_from_row(r) for r in (conn.execute(query)).mappings()]
+    rows = conn.execute(STALE_BEFORE, {"before": heartbeat_before, "limit": limit})
+    return task_runs_of(rows.all())
 
 
 def _move(

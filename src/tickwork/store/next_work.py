@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from tickwork.core.backfill import BackfillState
 from tickwork.ports import NextWork
@@ -40,10 +39,6 @@ def statement() -> sa.Select[Any]:
         *(earliest_due(state, after=_AFTER) for state in DISPATCHABLE_STATES),
         running,
     )
-
-
-def next_work(conn: Connection, after: datetime) -> NextWork:
-    return of_row(conn.execute(statement(), {"after": after}).one())
 
 
 def of_row(row: Sequence[Any]) -> NextWork:

@@ -8,7 +8,6 @@ delegates to a plain query module (``jobs``, ``runs``, ``dispatch``, …) with t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -17,7 +16,6 @@ from functools import partial
 from sqlalchemy.exc import IntegrityError
 
 from tickwork.core.backfill import Backfill, BackfillState
-from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import (
     Job,
     LogChunk,
@@ -299,11 +297,8 @@ class SqlStore(SqlViews):
         return await self._read(dispatch.next_due_at)
 
     async def next_work(self, after: datetime) -> NextWork:
-        with contextlib.suppress(StoreUnavailable):  # read again below, on a sound connection
-            rows = await self._d.read_planned(next_work.statement(), {"after": after})
-            if rows is not None:
-                return next_work.of_row(rows[0])
-        return await self._read(lambda conn: next_work.next_work(conn, after))
+        (row,) = await self._read_planned(next_work.statement(), {"after": after})
+        return next_work.of_row(row)
 
     async def mark_queued(
         self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None
@@ -324,7 +319,8 @@ class SqlStore(SqlViews):
         )
 
     async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
-        return await self._read(lambda conn: dispatch.queued_task_runs(conn, queued_before, limit))
+        params = {"before": queued_before, "limit": limit}
+        return dispatch.task_runs_of(await self._read_planned(dispatch.QUEUED_BEFORE, params))
 
     async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
         if not keys:
@@ -391,7 +387,8 @@ class SqlStore(SqlViews):
         )
 
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
-        return await self._read(lambda conn: dispatch.stale_running(conn, heartbeat_before, limit))
+        params = {"before": heartbeat_before, "limit": limit}
+        return dispatch.task_runs_of(await self._read_planned(dispatch.STALE_BEFORE, params))
 
     async def requeue(
         self, keys: Sequence[TaskKey], now: datetime, *, fence: Fence | None = None

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -81,6 +82,18 @@ class SqlTransactions:
     async def _read(self, work: Callable[[Connection], T]) -> T:
         return await self._run(self._engines.readers, self._engines.read, work)
 
+    async def _read_planned(
+        self, query: sa.Select[Any], params: Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``query`` (a constant statement the scheduler reads again and again),
+        planned once on the event loop where the dialect can (``Dialect.read_planned``), else
+        read the usual way; timestamps in UTC either way."""
+        with contextlib.suppress(StoreUnavailable):  # read again below, on a sound connection
+            rows = await self._d.read_planned(query, params)
+            if rows is not None:
+                return [tuple(map(_in_utc, row)) for row in rows]
+        return await self._read(lambda conn: [tuple(r) for r in conn.execute(query, params)])
+
     def _fenced(
         self, fence: Fence | None, work: Callable[[Connection], T]
     ) -> Callable[[Connection], T]:
@@ -107,6 +120,12 @@ class SqlTransactions:
         loop = asyncio.get_running_loop()
         with _unavailable_raised():
             return await loop.run_in_executor(threads, call)
+
+
+def _in_utc(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is not None and value.tzinfo is not UTC:
+        return value.astimezone(UTC)
+    return value
 
 
 @contextlib.contextmanager
