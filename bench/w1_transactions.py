@@ -25,6 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import w3_trace  # bench/, on the path above
+
 OPERATIONS = ("claim", "start", "complete", "heartbeat", "enqueue_runs", "append_logs")
 
 
@@ -69,19 +71,8 @@ def _counted(method: Any, name: str, calls: Counter[str], rows: Counter[str]) ->
 
 
 def _operation(call: Callable[..., Any]) -> str:
-    """The store method a transaction runs for, from its closures."""
-    todo, seen = [call], 0
-    while todo and seen < 30:
-        seen += 1
-        f = todo.pop()
-        name = getattr(f, "__qualname__", "")
-        if name.startswith("SqlStore."):
-            return name.split(".<locals>")[0].split(".", 1)[1]
-        for cell in getattr(f, "__closure__", None) or ():
-            with contextlib.suppress(ValueError):
-                if callable(cell.cell_contents):
-                    todo.append(cell.cell_contents)
-    return "?"
+    """The ``SqlStore`` method a transaction runs for, from its closures."""
+    return w3_trace._operation(call, ("SqlStore.",), limit=30)
 
 
 def serve(argv: list[str]) -> None:

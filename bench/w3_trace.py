@@ -102,14 +102,19 @@ def probe_store(add: Callable[[Event], None]) -> None:
     transactions.SqlTransactions._on_thread = staticmethod(probed_run)  # type: ignore[method-assign]
 
 
-def _operation(call: Callable[[], Any]) -> str:
-    """The store method a transaction runs for (``SqlStore.claim``), from its closures."""
+def _operation(
+    call: Callable[..., Any],
+    owners: tuple[str, ...] = ("SqlStore.", "SqlTransactions."),
+    limit: int = 20,
+) -> str:
+    """The store method a transaction runs for (``SqlStore.claim``), from its closures:
+    the first function found whose qualified name starts with one of ``owners``."""
     todo, seen = [call], 0
-    while todo and seen < 20:
+    while todo and seen < limit:
         seen += 1
         f = todo.pop()
         name = getattr(f, "__qualname__", "")
-        if name.startswith(("SqlStore.", "SqlTransactions.")) and "._run" not in name:
+        if name.startswith(owners) and "._run" not in name:
             return name.split(".<locals>")[0].split(".", 1)[1]
         for cell in getattr(f, "__closure__", None) or ():
             with contextlib.suppress(ValueError):
