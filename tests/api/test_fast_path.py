@@ -9,11 +9,12 @@ import httpx2
 import pytest
 from fastapi import FastAPI
 
-from tests.api.conftest import cron_job
+from tests.api.conftest import cron_job, error_of
 from tickwork.api.auth import Security
 from tickwork.api.fast_path import TEMPLATE, EnqueueFastPath
 from tickwork.app.services import Services
 from tickwork.observe.metrics import REGISTRY
+from tickwork.ports import Scope, Store
 
 URL = "/api/v1/jobs/work/runs"
 Message = dict[str, Any]
@@ -145,3 +146,28 @@ def _count() -> float:
         {"route": TEMPLATE, "method": "POST", "status": "201"},
     )
     return value or 0.0
+
+
+async def test_the_fast_path_is_ahead_of_the_whole_stack(
+    api: httpx2.AsyncClient, app: FastAPI, admin_token: str
+) -> None:
+    r = await api.post("/api/v1/jobs", json=cron_job("work"))
+    assert r.status_code == 201, r.text
+    before = _count()
+    r = await api.post(URL, json={})
+    assert r.status_code == 201, r.text
+    # Starlette's and FastAPI's own layers (server errors, telemetry, body limit) are inside it
+    assert isinstance(app.middleware_stack, EnqueueFastPath)
+    assert _count() == before + 1
+
+
+async def test_a_failure_reading_the_token_is_answered_in_the_error_shape(
+    api: httpx2.AsyncClient, security: Security, store: Store
+) -> None:
+    r = await api.post("/api/v1/jobs", json=cron_job("work"))
+    assert r.status_code == 201, r.text
+    fresh = (await security.tokens.create("fresh", Scope.WRITE)).secret  # not cached yet
+    await store.close()  # reading the token now fails (not StoreUnavailable: the catch-all's)
+    r = await api.post(URL, json={}, headers={"authorization": f"Bearer {fresh}"})
+    assert r.status_code == 500, r.text
+    assert error_of(r)["code"] == "internal_error"

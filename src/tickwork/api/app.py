@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
+from starlette.types import ASGIApp
 
 from tickwork import __version__
 from tickwork.api.audit import AuditTrail
@@ -126,8 +127,21 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=max_body)
     app.add_middleware(RequestTimer)
     if role != "read":  # outermost: the plain single enqueue, ahead of all of the above
-        app.add_middleware(EnqueueFastPath, services=services, security=security, max_body=max_body)
+        _fast_path_first(app, services, security, max_body)
     return app
+
+
+def _fast_path_first(app: FastAPI, services: Services, security: Security, max_body: int) -> None:
+    """Put ``EnqueueFastPath`` ahead of the whole middleware stack, Starlette's and FastAPI's
+    own layers included (server errors, FastAPI's exception telemetry and body limit): a plain
+    single enqueue passes none of them. The stack is built on the first request, so middleware
+    added later (the dashboard's) still goes inside."""
+    build = app.build_middleware_stack
+
+    def build_middleware_stack() -> ASGIApp:
+        return EnqueueFastPath(build(), services=services, security=security, max_body=max_body)
+
+    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
 
 
 #: Each router, the roles that serve it and the scope its routes need. Token management and

@@ -1,11 +1,12 @@
 """The single enqueue answered ahead of the middleware stack and the router.
 
 ``POST /api/v1/jobs/{name}/runs`` is the task queue's data plane: thousands a second, one run
-each. Through the app, a request passes the request timer, the body limit, the audit trail,
-FastAPI's exception and exit-stack layers and the router's match over every route before the
-route's lean handler (``hot.py``) sees it; each layer wraps ``receive`` and ``send`` again.
-``EnqueueFastPath``, the outermost of our middleware, answers a *plain* enqueue itself and does
-for it what those layers do, in one place:
+each. Through the app, a request passes Starlette's server-error layer, FastAPI's exception
+telemetry and body limit, the request timer, our body limit, the audit trail, FastAPI's
+exception and exit-stack layers and the router's match over every route before the route's lean
+handler (``hot.py``) sees it; each layer wraps ``receive`` and ``send`` again.
+``EnqueueFastPath``, ahead of the whole stack (``app._fast_path_first``), answers a *plain*
+enqueue itself and does for it what those layers do, in one place:
 
 - body limit: a declared length over the limit, or a body that grows past it, goes down the
   stack (``BodyLimit`` answers the 413);
@@ -13,7 +14,9 @@ for it what those layers do, in one place:
   own access check runs in the service, as for every enqueue;
 - metrics: the request's duration, under the route's template, as ``RequestTimer`` records it;
 - audit: nothing, as the audit trail does for the enqueue routes (``audit.UNAUDITED``);
-- errors: the app's own exception handlers answer, in the API's one error shape.
+- errors: the app's own exception handlers answer, in the API's one error shape (the most
+  specific one, also for a store failure while reading the token, which the server-error
+  layer would have answered with the catch-all's 500).
 
 Plain means what it means for the lean handler, and no ``Idempotency-Key`` (that path keeps the
 key's replay logic in one place) and tracing off (FastAPI's server span per request is made
@@ -67,7 +70,12 @@ class EnqueueFastPath:
             await self.app(scope, receive, send)
             return
         chunks, whole = await _read(receive, self._max)
-        token = await self._token(headers) if whole else None
+        try:
+            token = await self._token(headers) if whole else None
+        except Exception as exc:  # the store, reading a token: answered as the stack would
+            status = await _answer_error(scope, send, exc)
+            observe_request(TEMPLATE, "POST", status, time.perf_counter() - start)
+            return
         parsed = IRREGULAR
         if token is not None:
             content_type = headers.get(b"content-type")
