@@ -124,7 +124,9 @@ async def test_stale_fence_reaps_nothing(store: SqlStore, epochs: Epochs) -> Non
 
 
 async def test_fence_of_an_expired_lease_nobody_took_is_refused(store: SqlStore) -> None:
-    lease = await store.acquire_lease(NAME, "leader", 0.2)
+    # 1 s: long enough for the first write to land inside the lease on a loaded machine
+    # (0.2 s did not, once), short enough to wait out.
+    lease = await store.acquire_lease(NAME, "leader", 1.0)
     assert lease is not None
     nothing = [("no-such-task-run", 1)]
     assert await store.mark_queued(nothing, at(0), fence=lease.fence) == []

@@ -17,9 +17,9 @@ from tickwork.app.enqueue import MAX_ENQUEUE_BATCH, Enqueued, EnqueueItem, Enque
 from tickwork.app.first_runs import first_runs, job_from, queued_run, refuse_duplicate_names
 from tickwork.app.job_changes import changed_job, with_params
 from tickwork.app.ledger import LedgerService
-from tickwork.app.logs import pick_task_run, read_log_page
 from tickwork.app.pools import PoolService
-from tickwork.app.records import FINISHED_RUN_STATES, JobPage, JobSpec, LogPage, Upcoming
+from tickwork.app.records import JobPage, JobSpec, Upcoming
+from tickwork.app.run_cases import RunCases
 from tickwork.app.secrets import check_secret_refs
 from tickwork.app.targets import check_targets
 from tickwork.app.why import LeaderProbe, WhyService
@@ -38,24 +38,16 @@ from tickwork.core.model import (
 )
 from tickwork.core.params import resolve_params
 from tickwork.core.schedule import upcoming, validate_schedule
-from tickwork.core.states import RETRYABLE, TERMINAL
 from tickwork.core.validate import validate_job
 from tickwork.ids import new_id
 from tickwork.ports import (
     Broker,
     CancelSignals,
-    DeadLetterPage,
     Delivery,
     JobFilter,
     KeyReceipt,
-    RunFilter,
-    RunPage,
     Store,
-    TimeWindow,
 )
-
-#: What ``list_runs(state=...)`` accepts: a run state, or ``dead`` for dead-lettered runs.
-RUN_STATE_FILTERS: tuple[str, ...] = (*(s.value for s in RunState), "dead")
 
 _R = TypeVar("_R")
 #: Renders the response of a write from what it is about to write, as the ``KeyReceipt`` of
@@ -68,7 +60,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Services:
+class Services(RunCases):
     """The use cases of tickwork over a store and a broker.
 
     ``wake`` tells the scheduler that new timed work exists (an ``at`` run, a resumed job, a
@@ -310,129 +302,6 @@ class Services:
 
     # -- runs ------------------------------------------------------------------------------
 
-    async def list_runs(
-        self,
-        *,
-        job: str | None = None,
-        state: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-        window: TimeWindow | None = None,
-        also: RunFilter | None = None,
-    ) -> RunPage:
-        """Runs newest first; ``job`` is a job name, ``state`` a run state or ``dead``,
-        ``window`` bounds the logical date and the start time, ``also`` the trigger and a
-        tag of the job."""
-        check_limit(limit, 1000)
-        if state is not None and state not in RUN_STATE_FILTERS:
-            raise ValidationError("state", f"must be one of {', '.join(RUN_STATE_FILTERS)}")
-        if also is not None and also.trigger not in (None, *RunTrigger):
-            raise ValidationError("trigger", f"must be one of {', '.join(RunTrigger)}")
-        for name in TimeWindow.__slots__:
-            require_aware(getattr(window, name, None), name)
-        job_id = await self._history_job_id(job) if job is not None else None
-        return await self.store.list_runs(
-            job_id=job_id, state=state, limit=limit, cursor=cursor, window=window, also=also
-        )
-
-    async def dead_letters(
-        self, *, job: str | None = None, limit: int = 50, cursor: str | None = None
-    ) -> DeadLetterPage:
-        """Task runs that failed their last attempt, newest first; replay with ``retry_run``."""
-        check_limit(limit, 1000)
-        job_id = (await self.get_job(job)).id if job is not None else None
-        return await self.store.dead_letters(job_id=job_id, limit=limit, cursor=cursor)
-
-    async def get_run(self, run_id: str) -> RunDetail:
-        """A run with its task runs and finished attempts; ``NotFound`` otherwise."""
-        detail = await self.store.get_run(run_id)
-        if detail is None:
-            raise NotFound("run", run_id)
-        return detail
-
-    async def cancel_run(self, run_id: str) -> RunDetail:
-        """Cancel a run: tasks at rest stop at once, running ones are killed by their worker.
-
-        Workers learn of the request at once through the cancel signals, or through their
-        heartbeat within about a second.
-        """
-        detail = await self.get_run(run_id)
-        if detail.run.state in FINISHED_RUN_STATES:
-            raise Conflict("run", f"run {run_id} has already finished ({detail.run.state})")
-        await self._tell_workers(await self.store.cancel_run(run_id, self._clock()))
-        return await self.get_run(run_id)
-
-    async def retry_run(self, run_id: str) -> RunDetail:
-        """Give a run's failed, upstream-failed or cancelled task runs one more attempt."""
-        await self.get_run(run_id)
-        changed = await self.store.retry_run(run_id, self._clock())
-        if not changed:
-            raise Conflict(
-                "run", f"run {run_id} has no failed, upstream_failed or cancelled task to retry"
-            )
-        self._wake()
-        return await self.get_run(run_id)
-
-    async def replay_run(self, run_id: str) -> RunDetail:
-        """Mark a finished run for replay: every task runs again (one more attempt each,
-        due now, the history kept), in DAG order; ``Conflict`` while the run is unfinished."""
-        detail = await self.get_run(run_id)
-        if detail.run.state not in FINISHED_RUN_STATES:
-            raise Conflict(
-                "run", f"run {run_id} is {detail.run.state}; only a finished run can be replayed"
-            )
-        if not await self.store.replay_run(run_id, self._clock()):
-            raise Conflict("run", f"run {run_id} changed meanwhile; look at it again")
-        self._wake()
-        return await self.get_run(run_id)
-
-    async def cancel_task_run(self, task_run_id: str) -> RunDetail:
-        """Cancel one task of a run: at rest it stops at once, running it is killed by its
-        worker (told through the cancel signals, the heartbeat as a fallback). Tasks below it
-        whose trigger rule can no longer hold become upstream_failed. Returns the task run's
-        run, state refreshed."""
-        task_run = await self._task_run(task_run_id)
-        if task_run.state in TERMINAL:
-            raise Conflict(
-                "task_run", f"task run {task_run_id} has already finished ({task_run.state})"
-            )
-        await self._tell_workers(await self.store.cancel_task_run(task_run_id, self._clock()))
-        self._wake()  # a downstream with all_done / one_failed may have become ready
-        return await self.get_run(task_run.run_id)
-
-    async def retry_task_run(self, task_run_id: str) -> RunDetail:
-        """Give one failed, upstream-failed or cancelled task run one more attempt, due now."""
-        task_run = await self._task_run(task_run_id)
-        if task_run.state not in RETRYABLE:
-            accepted = ", ".join(sorted(RETRYABLE))
-            raise Conflict(
-                "task_run",
-                f"task run {task_run_id} is {task_run.state}; only {accepted} can be retried",
-            )
-        # Conditional in the store: had it changed meanwhile (retried already), nothing moves.
-        if await self.store.retry_task_run(task_run_id, self._clock()):
-            self._wake()
-        return await self.get_run(task_run.run_id)
-
-    async def logs(
-        self, run_id: str, *, task: str | None = None, after_seq: int = -1, limit: int = 1000
-    ) -> LogPage:
-        """Captured output of one task of a run after ``after_seq``, in order.
-
-        ``task`` names the task; it may be left out when the run has a single task.
-        """
-        check_limit(limit, 10_000)
-        detail = await self.get_run(run_id)
-        task_run = pick_task_run(detail, task)
-        chunks = await read_log_page(self.store, task_run.id, after_seq, limit)
-        return LogPage(
-            run_id=run_id,
-            task_run_id=task_run.id,
-            chunks=chunks,
-            next_after_seq=chunks[-1].seq if chunks else after_seq,
-            run_state=detail.run.state,
-        )
-
     async def ready(self) -> bool:
         """Whether the store answers (one primary-key read)."""
         try:
@@ -467,11 +336,6 @@ class Services:
         if any(tr.state is TaskRunState.SCHEDULED for nr in runs for tr in nr.task_runs):
             self._wake()
 
-    async def _tell_workers(self, running: Sequence[TaskRun]) -> None:
-        """Signal the workers of running task runs whose cancellation was just requested."""
-        if running and self._cancels is not None:
-            await self._cancels.request([(tr.id, tr.attempt) for tr in running])
-
     async def _publish(self, task_runs: Sequence[TaskRun]) -> None:
         deliveries = [
             Delivery(tr.id, tr.attempt, tr.queue, tr.priority)
@@ -479,16 +343,6 @@ class Services:
             if tr.state is TaskRunState.QUEUED
         ]
         await self.broker.publish(deliveries)
-
-    async def get_task_run(self, task_run_id: str) -> TaskRun:
-        """A task run; ``NotFound`` otherwise."""
-        return await self._task_run(task_run_id)
-
-    async def _task_run(self, task_run_id: str) -> TaskRun:
-        task_run = await self.store.get_task_run(task_run_id)
-        if task_run is None:
-            raise NotFound("task_run", task_run_id)
-        return task_run
 
     async def _set_paused(self, name: str, paused: bool) -> Job:
         job = await self.get_job(name)

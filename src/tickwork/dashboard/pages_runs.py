@@ -12,7 +12,8 @@ from urllib.parse import urlencode
 from starlette.responses import Response, StreamingResponse
 
 from tickwork.app.job_changes import PARAMS_ENV
-from tickwork.app.services import RUN_STATE_FILTERS, utc_now
+from tickwork.app.run_cases import RUN_STATE_FILTERS
+from tickwork.app.services import utc_now
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import (
     LogChunk,

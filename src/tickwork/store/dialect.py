@@ -153,7 +153,7 @@ class Dialect(Protocol):
     def lock_running(
         self, conn: Connection, keys: Sequence[TaskKey]
     ) -> Sequence[Mapping[str, Any]]:
-        """Lock the running task runs with these keys in id order; ``dispatch.LOCKED``
+        """Lock the running task runs with these keys in id order; ``completion.LOCKED``
         columns plus ``siblings`` (how many task runs their run has)."""
 
     async def claim_direct(
@@ -170,9 +170,9 @@ class Dialect(Protocol):
     async def complete_direct(
         self, outcomes: Sequence[Outcome]
     ) -> tuple[Completion, list[Outcome]] | None:
-        """``dispatch.complete`` outside the store's threads (autocommit, on the event loop)
+        """``completion.complete`` outside the store's threads (autocommit, on the event loop)
         of the outcomes whose runs hold one task run: what it did, and the outcomes it left
-        unwritten for ``dispatch.complete`` (runs of several task runs, whose DAG advances
+        unwritten for ``completion.complete`` (runs of several task runs, whose DAG advances
         through ``refresh_runs``). None when this dialect cannot or no connection is free."""
 
     def write_outcomes(
@@ -183,7 +183,7 @@ class Dialect(Protocol):
         alone: Sequence[dict[str, Any]],
     ) -> None:
         """Write outcomes to locked task runs, their attempts, and the runs of single-task
-        runs (the values of ``dispatch.completion_values``, ``attempt_values`` and
+        runs (the values of ``completion.completion_values``, ``attempt_values`` and
         ``single_run_values``)."""
 
     # -- housekeeping ----------------------------------------------------------------------

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from tickwork.core.model import RetryPolicy, TaskKind, TaskRun, TaskRunState, TriggerRule
 from tickwork.ports import Beat, TaskKey
 from tickwork.store.columns import UTCDateTime
-from tickwork.store.dispatch import COMPLETED_COLUMNS, LOCKED
+from tickwork.store.completion import COMPLETED_COLUMNS, LOCKED
 from tickwork.store.rows import TASK_RUN_COLUMNS, callbacks_from_json, retry_from_json
 from tickwork.store.schema import task_runs
 

@@ -7,12 +7,12 @@ way (two wake-ups of the worker and a GIL hand-off), a pool checkout and, for a 
 four round trips (``BEGIN``, lock, write, ``COMMIT``). Here each is one autocommit
 statement: claim and heartbeat are ``pg_dispatch``'s own; the completion of runs of one
 task run locks, writes the task runs, their attempts and their runs in one statement
-(``_COMPLETE_ALONE``), taking from the locked row what ``dispatch.completion_values`` would
-(the outcome's part comes from ``dispatch.outcome_values``).
+(``_COMPLETE_ALONE``), taking from the locked row what ``completion.completion_values`` would
+(the outcome's part comes from ``completion.outcome_values``).
 
 A run of several task runs advances its DAG through ``refresh_runs`` (SQLAlchemy, in the
 completion's transaction): the statement locks such a task run but writes nothing to it,
-and hands its outcome back for ``dispatch.complete`` on the engine.
+and hands its outcome back for ``completion.complete`` on the engine.
 
 Each connection runs these with generic plans (``_generic_plans``). psycopg prepares a
 statement after a few uses, but PostgreSQL then plans it afresh with the parameters bound
@@ -41,18 +41,18 @@ from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from tickwork.core.model import Outcome, TaskRun
 from tickwork.ports import Beat, Completion, TaskKey
 from tickwork.store import pg_dispatch
-from tickwork.store.dispatch import outcome_values, outcomes_by_key
+from tickwork.store.completion import outcome_values, outcomes_by_key
 
 Conn = psycopg.AsyncConnection[Any]
 _PG = PGDialect_psycopg()  # type: ignore[no-untyped-call]
 
-#: ``dispatch.outcome_values``'s keys, in the order of ``_COMPLETE_ALONE``'s ``unnest``.
+#: ``completion.outcome_values``'s keys, in the order of ``_COMPLETE_ALONE``'s ``unnest``.
 _VALUES = ("id", "attempt", "state", "retry", "due_at", "started_at", "finished_at",
            "worker_id", "error", "exit_code", "result", "run_state", "run_finished_at")  # fmt: skip
 
 #: Locks the running task runs of the outcomes in id order (as ``pg_dispatch``'s statements
 #: do, so no two transactions wait on each other in a circle), then, for those whose run has
-#: no other task run, writes what ``dispatch.complete`` writes: the task run (a retry's
+#: no other task run, writes what ``completion.complete`` writes: the task run (a retry's
 #: fields describe the attempt to come), its attempt history, its run. Every CTE sees the
 #: same snapshot; ``one`` reads the locked rows (the newest versions), so the history is of
 #: exactly the rows written. Returns every locked row: id, attempt, siblings, pool.
@@ -138,8 +138,8 @@ async def heartbeat(
 
 
 async def complete(conn: Conn, outcomes: Sequence[Outcome]) -> tuple[Completion, list[Outcome]]:
-    """``dispatch.complete`` of the outcomes whose runs hold one task run, in one statement;
-    and the outcomes it left for ``dispatch.complete`` (runs of several task runs)."""
+    """``completion.complete`` of the outcomes whose runs hold one task run, in one statement;
+    and the outcomes it left for ``completion.complete`` (runs of several task runs)."""
     values = [outcome_values(o) for o in outcomes_by_key(outcomes).values()]
     params = pg_dispatch.arrays("", _VALUES, values) | pg_dispatch.STATES
     await _generic_plans(conn)

@@ -8,21 +8,17 @@ delegates to a plain query module (``jobs``, ``runs``, ``dispatch``, …) with t
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 
 from sqlalchemy.exc import IntegrityError
 
-from tickwork.core.backfill import Backfill, BackfillState
 from tickwork.core.model import (
     Job,
-    LogChunk,
     NewRun,
     Outcome,
     RunDetail,
-    RunState,
     TaskRun,
 )
 from tickwork.ports import (
@@ -33,8 +29,6 @@ from tickwork.ports import (
     Fence,
     JobFilter,
     KeyReceipt,
-    Lease,
-    Maintenance,
     Materialization,
     NextWork,
     RunCopy,
@@ -43,16 +37,12 @@ from tickwork.ports import (
     TaskKey,
     TimeWindow,
 )
-from tickwork.ports.backfills import BackfillCounts, BackfillDate, BackfillStepWrite, OpenDate
 from tickwork.store import (
-    alerts,
     backfills,
+    completion,
     dispatch,
     enqueue_groups,
-    fences,
     jobs,
-    leases,
-    logs,
     next_work,
 )
 from tickwork.store import runs as run_queries
@@ -66,7 +56,7 @@ from tickwork.store.pg_direct import DirectWriter
 from tickwork.store.pg_listen import EnqueueListener
 from tickwork.store.run_rows import rows_of_copies
 from tickwork.store.schema import TABLES_CHILDREN_FIRST
-from tickwork.store.sql_views import SqlViews
+from tickwork.store.sql_upkeep import SqlUpkeep
 from tickwork.store.sqlite_dialect import SqliteDialect
 
 
@@ -90,7 +80,7 @@ def dialect_for(engines: Engines, clock: Callable[[], datetime]) -> Dialect:
     return SqliteDialect(clock)
 
 
-class SqlStore(SqlViews):
+class SqlStore(SqlUpkeep):
     """The ``tickwork.ports.Store`` on SQLite or PostgreSQL. See the port for each method.
 
     Writes run in one transaction each; reads see one snapshot. Unique violations become
@@ -99,8 +89,9 @@ class SqlStore(SqlViews):
 
     One line of classes, each part written once: ``SqlTransactions`` (transactions.py) runs
     query-module calls; ``SqlViews`` (sql_views.py) holds the parts beside the hot path
-    (tokens, pools, workers, web, dashboard reads, alerts, why, facts); this class holds jobs,
-    runs, dispatch, leases, logs, history and backfills, and picks the dialect.
+    (tokens, pools, workers, web, dashboard reads, alerts, why, facts); ``SqlUpkeep``
+    (sql_upkeep.py) holds leases, logs, history and backfills; this class holds jobs, runs
+    and dispatch, and picks the dialect.
     """
 
     def __init__(self, engines: Engines, *, clock: Callable[[], datetime] = _utcnow) -> None:
@@ -379,10 +370,10 @@ class SqlStore(SqlViews):
             done, rest = direct  # the outcomes of DAG runs are left for the engine's path
             if not rest:
                 return done
-            more = await self._write(lambda conn: dispatch.complete(conn, self._d, rest))
-            return dispatch.merged(done, more)
+            more = await self._write(lambda conn: completion.complete(conn, self._d, rest))
+            return completion.merged(done, more)
         return await self._write(
-            self._fenced(fence, lambda conn: dispatch.complete(conn, self._d, outcomes)),
+            self._fenced(fence, lambda conn: completion.complete(conn, self._d, outcomes)),
             rows=len(outcomes),
         )
 
@@ -403,102 +394,3 @@ class SqlStore(SqlViews):
         if not keys:
             return 0
         return await self._write(lambda conn: dispatch.release(conn, keys, worker_id, now))
-
-    # -- leases ----------------------------------------------------------------------------
-    async def acquire_lease(self, name: str, holder: str, ttl: float) -> Lease | None:
-        return await self._write(lambda conn: leases.acquire(conn, self._d, name, holder, ttl))
-
-    async def renew_lease(self, name: str, holder: str, token: int, ttl: float) -> Lease | None:
-        return await self._write(
-            lambda conn: leases.renew(conn, self._d, name, holder, token, ttl=ttl)
-        )
-
-    async def release_lease(self, name: str, holder: str, token: int) -> bool:
-        return await self._write(lambda conn: leases.release(conn, self._d, name, holder, token))
-
-    async def get_lease(self, name: str) -> Lease | None:
-        return await self._read(lambda conn: leases.get(conn, name))
-
-    # -- logs ------------------------------------------------------------------------------
-    async def append_logs(self, chunks: Sequence[LogChunk]) -> None:
-        if not chunks:
-            return
-        await self._write(lambda conn: logs.append_logs(conn, self._d, chunks))
-
-    async def read_logs(
-        self, task_run_id: str, *, after_seq: int = -1, limit: int = 1000
-    ) -> list[LogChunk]:
-        return await self._read(lambda conn: logs.read_logs(conn, task_run_id, after_seq, limit))
-
-    # -- history ---------------------------------------------------------------------------
-    async def maintain_partitions(
-        self, now: datetime, *, retention_days: int | None = None, ahead: int = 2
-    ) -> Maintenance:
-        if retention_days is not None and retention_days < 1:
-            raise ValueError(f"retention_days must be at least 1 (or None), not {retention_days}")
-        if ahead < 0:
-            raise ValueError(f"ahead must not be negative, not {ahead}")
-        done = await self._d.maintain(self._write, now, retention_days, ahead)
-        if retention_days is not None:  # the alerts of the history retention dropped
-            before = now - timedelta(days=retention_days)
-            pruned: int = await self._write(lambda c: alerts.prune_alerts(c, before))
-            done = dataclasses.replace(done, deleted_alerts=pruned)
-        return done
-
-    # -- fences and backfills --------------------------------------------------------------
-    async def check_fence(self, fence: Fence) -> None:
-        await self._write(lambda conn: fences.hold(conn, self._d, fence))
-
-    async def create_backfill(self, backfill: Backfill) -> None:
-        await self._write(lambda conn: backfills.create_backfill(conn, backfill))
-
-    async def get_backfill(self, backfill_id: str) -> Backfill | None:
-        return await self._read(lambda conn: backfills.get_backfill(conn, backfill_id))
-
-    async def list_backfills(self, *, job_id: str | None = None, limit: int = 50) -> list[Backfill]:
-        return await self._read(lambda conn: backfills.list_backfills(conn, job_id, limit))
-
-    async def running_backfills(self, limit: int) -> list[Backfill]:
-        return await self._read(lambda conn: backfills.running_backfills(conn, limit))
-
-    async def open_dates(self, backfill_id: str) -> list[OpenDate]:
-        return await self._read(lambda conn: backfills.open_dates(conn, backfill_id))
-
-    async def runs_for_dates(
-        self, job_id: str, dates: Sequence[datetime]
-    ) -> dict[datetime, tuple[str, RunState]]:
-        return await self._read(lambda conn: backfills.runs_for_dates(conn, job_id, dates))
-
-    async def step_backfill(self, step: BackfillStepWrite, *, fence: Fence | None = None) -> bool:
-        return await self._write(
-            self._fenced(fence, lambda conn: backfills.step_backfill(conn, self._d, step))
-        )
-
-    async def set_backfill_state(
-        self,
-        backfill_id: str,
-        expected: frozenset[BackfillState],
-        state: BackfillState,
-        now: datetime,
-        reason: str | None = None,
-    ) -> bool:
-        return await self._write(
-            lambda conn: backfills.set_state(conn, backfill_id, expected, state, now, reason=reason)
-        )
-
-    async def cancel_backfill(
-        self, backfill_id: str, now: datetime, *, kill: bool
-    ) -> list[TaskRun]:
-        return await self._write(
-            lambda conn: backfills.cancel_backfill(conn, backfill_id, now, kill)
-        )
-
-    async def backfill_counts(self, backfill_id: str) -> BackfillCounts:
-        return await self._read(lambda conn: backfills.backfill_counts(conn, backfill_id))
-
-    async def backfill_dates(
-        self, backfill_id: str, *, limit: int = 100, after: datetime | None = None
-    ) -> list[BackfillDate]:
-        return await self._read(
-            lambda conn: backfills.backfill_dates(conn, backfill_id, limit, after)
-        )

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tickwork.core.model import Job, NewRun, Outcome, Run, TaskRun, TaskRunState
 from tickwork.ports import Beat, Completion, Maintenance, TaskKey
-from tickwork.store import dispatch, migrate, partitions
+from tickwork.store import completion, migrate, partitions
 from tickwork.store import sqlite_raw as raw
 from tickwork.store.columns import UTCDateTime
 from tickwork.store.dialect import InsertOf, Row, RunRows, Statement, Writer, insert_ignoring
@@ -187,7 +187,7 @@ class SqliteDialect:
     ) -> None:
         # ``bound_rows``: an outcome's timestamps recur in its attempt and its run, and the
         # rows of a batch share the ones read back (due dates, heartbeats).
-        db, names = raw.driver(conn), dispatch.COMPLETED_COLUMNS
+        db, names = raw.driver(conn), completion.COMPLETED_COLUMNS
         rows = raw.bound_rows(task_runs, names, [[v[n] for n in names] for v in completed])
         db.executemany(
             _COMPLETE, [[*row, *_key(v)] for row, v in zip(rows, completed, strict=True)]
@@ -240,14 +240,14 @@ _HOLD = f"UPDATE task_runs SET started_at = NULL WHERE {_MINE}"
 _START = (
     f"UPDATE task_runs SET started_at = ?, heartbeat_at = ? WHERE {_MINE} RETURNING id, attempt"
 )
-_LOCKED_NAMES = (*dispatch.LOCKED, "siblings")
+_LOCKED_NAMES = (*completion.LOCKED, "siblings")
 _LOCK = (
-    f"SELECT {', '.join(f't.{name}' for name in dispatch.LOCKED)},"
+    f"SELECT {', '.join(f't.{name}' for name in completion.LOCKED)},"
     " (SELECT count(*) FROM task_runs s WHERE s.run_id = t.run_id)"
     " FROM task_runs t WHERE t.id = ? AND t.attempt = ? AND t.state = 'running'"
 )
 _COMPLETE = (
-    f"UPDATE task_runs SET {', '.join(f'{n} = ?' for n in dispatch.COMPLETED_COLUMNS)}"
+    f"UPDATE task_runs SET {', '.join(f'{n} = ?' for n in completion.COMPLETED_COLUMNS)}"
     " WHERE id = ? AND attempt = ? AND state = 'running'"
 )
 _ATTEMPT = tuple(attempts.c.keys())

@@ -17,7 +17,7 @@ from tickwork.api.schemas import (
 )
 from tickwork.api.schemas.instant import IsoDatetime, IsoInstant
 from tickwork.api.schemas.search import DeadLetterPageRead
-from tickwork.app.services import RUN_STATE_FILTERS
+from tickwork.app.run_cases import RUN_STATE_FILTERS
 from tickwork.core.errors import ValidationError
 from tickwork.core.jitter import check_jitter, spread_fires
 from tickwork.core.model import RunState, RunTrigger, ScheduleKind
