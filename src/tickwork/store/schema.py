@@ -173,18 +173,12 @@ task_runs = sa.Table(
     # SQLite only, like the two below: see store/partitions.py for PostgreSQL.
     sa.ForeignKeyConstraint(["run_id"], ["runs.id"], info=SQLITE_ONLY),
 )
-# The watcher's, re-sender's and reaper's queries. SQLite: on (state, time).
-sa.Index("ix_task_runs_state_due_at", task_runs.c.state, task_runs.c.due_at, info=SQLITE_ONLY)
-sa.Index(
-    "ix_task_runs_state_heartbeat_at",
-    task_runs.c.state,
-    task_runs.c.heartbeat_at,
-    info=SQLITE_ONLY,
-)
-sa.Index("ix_task_runs_state_queued_at", task_runs.c.state, task_runs.c.queued_at, info=SQLITE_ONLY)
-# PostgreSQL: partial, each holding only the rows in its query's state, so a finished task
-# run costs these indexes nothing and an old partition's index is empty. Each query's
-# ``state`` predicate must imply the index's (store/dispatch.py, store/runs.py).
+# The watcher's, re-sender's and reaper's queries: partial indexes, each holding only the
+# rows in its query's state, so a finished task run costs these indexes nothing (a claim
+# moves a row from the queued index to the running one, a success takes it out) and an old
+# partition's index is empty. Each query's ``state`` predicate must imply the index's
+# (store/dispatch.py, store/runs.py); SQLite proves that only for the index's own term, so
+# its due indexes are one per state (``dispatch._in_state``: ``state = 'scheduled'``).
 sa.Index(
     "ix_task_runs_due",
     task_runs.c.state,  # one state's range at a time, in due order (dispatch.next_due_at)
@@ -192,27 +186,25 @@ sa.Index(
     postgresql_where=task_runs.c.state.in_(("scheduled", "up_for_retry")),
     info=PG_ONLY,
 )
-sa.Index(
-    "ix_task_runs_queued",
-    task_runs.c.queued_at,
-    task_runs.c.id,
-    postgresql_where=task_runs.c.state == "queued",
-    info=PG_ONLY,
-)
-sa.Index(
-    "ix_task_runs_running",
-    task_runs.c.heartbeat_at,
-    task_runs.c.id,
-    postgresql_where=task_runs.c.state == "running",
-    info=PG_ONLY,
-)
-sa.Index(
-    "ix_task_runs_failed",
-    task_runs.c.finished_at,
-    task_runs.c.id,
-    postgresql_where=task_runs.c.state == "failed",
-    info=PG_ONLY,
-)
+for _state in ("scheduled", "up_for_retry"):
+    sa.Index(
+        f"ix_task_runs_{_state}",
+        task_runs.c.due_at,
+        sqlite_where=task_runs.c.state == _state,
+        info=SQLITE_ONLY,
+    )
+for _state, _column in (
+    ("queued", task_runs.c.queued_at),
+    ("running", task_runs.c.heartbeat_at),
+    ("failed", task_runs.c.finished_at),
+):
+    sa.Index(
+        f"ix_task_runs_{_state}",
+        _column,
+        task_runs.c.id,
+        sqlite_where=task_runs.c.state == _state,
+        postgresql_where=task_runs.c.state == _state,
+    )
 sa.Index("ix_task_runs_run_id", task_runs.c.run_id)
 # A job's task runs; with the task name and logical date, ``depends_on_past``'s lookup.
 sa.Index(
