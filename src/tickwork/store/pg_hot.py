@@ -50,8 +50,8 @@ _PG = PGDialect_psycopg()  # type: ignore[no-untyped-call]
 _VALUES = ("id", "attempt", "state", "retry", "due_at", "started_at", "finished_at",
            "worker_id", "error", "exit_code", "result", "run_state", "run_finished_at")  # fmt: skip
 
-#: Locks the running task runs of the outcomes in id order (as ``pg_dispatch``'s statements
-#: do, so no two transactions wait on each other in a circle), then, for those whose run has
+#: Locks the running task runs of the outcomes in id order, one lookup each (as
+#: ``pg_dispatch._keyed`` does, and for the same reasons), then, for those whose run has
 #: no other task run, writes what ``completion.complete`` writes: the task run (a retry's
 #: fields describe the attempt to come), its attempt history, its run. Every CTE sees the
 #: same snapshot; ``one`` reads the locked rows (the newest versions), so the history is of
@@ -67,21 +67,22 @@ WITH v AS (
     ) AS v(id, attempt, state, retry, due_at, started_at, finished_at, worker_id, error,
            exit_code, result, run_state, run_finished_at)
 ), locked AS (
-    SELECT t.id, t.attempt, t.run_id, t.due_at, t.started_at, t.heartbeat_at, t.worker_id,
-           t.pool, (SELECT count(*) FROM task_runs AS s WHERE s.run_id = t.run_id) AS siblings
-    FROM task_runs AS t
-    JOIN v ON t.id = v.id AND t.attempt = v.attempt
-    WHERE t.state = %(running)s
-    ORDER BY t.id
-    FOR UPDATE OF t
+    SELECT t.id, t.attempt, t.run_id, t.heartbeat_at, t.pool, v.state, v.retry,
+           coalesce(v.due_at, t.due_at) AS due_at,
+           coalesce(v.started_at, t.started_at) AS started_at, v.finished_at,
+           coalesce(v.worker_id, t.worker_id) AS worker_id, v.error, v.exit_code, v.result,
+           v.run_state, v.run_finished_at,
+           (SELECT count(*) FROM task_runs AS s WHERE s.run_id = t.run_id) AS siblings
+    FROM (SELECT * FROM v ORDER BY v.id) AS v
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.attempt, t.run_id, t.due_at, t.started_at, t.heartbeat_at, t.worker_id,
+               t.pool
+        FROM task_runs AS t
+        WHERE t.id = v.id AND t.attempt = v.attempt AND t.state = %(running)s
+        FOR UPDATE
+    ) AS t
 ), one AS (
-    SELECT l.id, l.attempt, l.run_id, l.heartbeat_at, v.state, v.retry,
-           coalesce(v.due_at, l.due_at) AS due_at,
-           coalesce(v.started_at, l.started_at) AS started_at, v.finished_at,
-           coalesce(v.worker_id, l.worker_id) AS worker_id, v.error, v.exit_code, v.result,
-           v.run_state, v.run_finished_at
-    FROM locked AS l JOIN v ON v.id = l.id
-    WHERE l.siblings = 1
+    SELECT * FROM locked WHERE siblings = 1
 ), done AS (
     UPDATE task_runs AS t
     SET state = one.state,
@@ -113,11 +114,38 @@ SELECT id, attempt, siblings, pool FROM locked
 _GENERIC: weakref.WeakSet[Conn] = weakref.WeakSet()
 
 
+#: The session settings of a connection that runs these statements (``_generic_plans``).
+_SESSION = "SELECT " + ", ".join(
+    f"set_config('{name}', '{value}', false)"
+    for name, value in (
+        ("plan_cache_mode", "force_generic_plan"),
+        ("enable_seqscan", "off"),
+        ("enable_bitmapscan", "off"),
+        ("enable_hashjoin", "off"),
+        ("enable_mergejoin", "off"),
+    )
+)
+
+
 async def _generic_plans(conn: Conn) -> None:
     """Plan this connection's statements once, without their parameters (see the module
-    docstring): one ``SET`` per connection, the first time it runs one of these."""
+    docstring), as nested loops over index scans: one statement per connection, the first
+    time it runs one of these.
+
+    A generic plan is made once, for the tables' sizes at that moment, and kept until
+    something invalidates it (an ``ANALYZE`` of a table it reads: autovacuum's, when it is on
+    and has come by). Made while a partition was empty or small (a fresh database, a new
+    month), reading it whole looked cheapest, and stayed so as it grew. Measured in
+    ``bench/peers`` with autovacuum off: the claim's ``runs`` update (``= ANY`` of the claimed
+    runs) scanned every run of the month, 121 buffers and ~1.5 ms at 3,750 runs; the
+    scheduler's ``next_work`` every task run of the month twice a pass, ~1,400 buffers and
+    15-20 ms; and with only sequential scans ruled out, the completion's lock merge-joined
+    the whole primary key instead (2,450 buffers at 4,200 task runs). Each statement here
+    finds its rows by key (an array of ids, a correlated subquery) or through a partial
+    per-state index, so the plan wanted is the same at every size: a nested loop of index
+    scans, which also locks rows in the index's order (``pg_dispatch``)."""
     if conn not in _GENERIC:
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        await conn.execute(_SESSION)
         _GENERIC.add(conn)
 
 
