@@ -3,7 +3,7 @@ runs, and read their logs (``Services`` is made of these and the rest)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from tickwork.app.checks import check_limit, require_aware
@@ -26,12 +26,9 @@ class RunCases:
     _clock: Callable[[], datetime]
     _wake: Callable[[], None]
     _cancels: CancelSignals | None
-
-    async def get_job(self, name: str) -> Job:
-        raise NotImplementedError  # Services.get_job
-
-    async def _history_job_id(self, name: str) -> str:
-        raise NotImplementedError  # Services._history_job_id
+    #: The job of a name (``NotFound`` otherwise), and the id its history is kept under.
+    get_job: Callable[[str], Awaitable[Job]]
+    _history_job_id: Callable[[str], Awaitable[str]]
 
     async def list_runs(
         self,
