@@ -1,6 +1,6 @@
 """Distributed mode on the other backends: the lease in etcd or ZooKeeper, RabbitMQ as broker.
 
-The same real processes and checks as ``test_distributed.py`` (a private PostgreSQL, the
+The same real processes and checks as ``tests/e2e/distributed/`` (a private PostgreSQL, the
 CLI's ``tickwork scheduler|worker|api``, the tasks' own execution ledger, the audit trigger),
 started with one more URL each: ``TICKWORK_COORDINATION_URL`` for a private etcd or
 ZooKeeper server, ``TICKWORK_BROKER_URL`` for RabbitMQ (the shared server under a queue

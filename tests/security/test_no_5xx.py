@@ -5,7 +5,7 @@ The bodies start from valid requests of every write route (each kind of task and
 params, callbacks, enqueue, trigger, patch) and from the read routes' filters; hypothesis
 picks a leaf (or a whole object) and puts in its place an extreme instant, a huge or
 negative number, a number as text, odd text (non-ASCII, NUL, line breaks), a deep nest, or
-a value of another JSON type. Schemathesis (``tests/api/test_schemathesis.py``) explores the
+a value of another JSON type. Schemathesis (``tests/api/schema/``) explores the
 document itself; this one aims at the values that broke the runtime before.
 """
 

@@ -100,7 +100,7 @@ def create_app(
     app.state.services = services
     app.state.health = health or Health(
         # Looked up when probed, not now: the OpenAPI document is built from an app
-        # without a store (tests/api/test_schemathesis.py).
+        # without a store (tests/api/schema/).
         "api",
         dependencies={"database": lambda: services.store.schema_revision()},  # noqa: PLW0108
     )

@@ -1,5 +1,7 @@
 """Schemathesis over the whole OpenAPI document, in-process, as an admin, on SQLite and on
-PostgreSQL (the ``store`` fixture).
+PostgreSQL (the ``store`` fixture): the schema, its authentication and the one check every
+operation gets. The operations are shared out over this package's test files so that the
+suite's processes (``--dist loadfile``) run them side by side.
 
 Every operation gets generated requests (valid and invalid ones); every response must be no
 5xx, have a documented status code, content type and headers, and a body matching its
@@ -14,25 +16,17 @@ not work with this pytest.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, cast
 
-import httpx2
-import pytest
 import schemathesis
-from cryptography.fernet import Fernet
 from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
 from schemathesis.generation.case import Case
 
-from tests.api.conftest import at_job, cron_job, error_of, now_job
-from tests.helpers import FakeClock
 from tickwork.api.app import create_app
-from tickwork.api.auth import Security
 from tickwork.app.services import Services
 from tickwork.broker.memory import MemoryBroker
 from tickwork.ports import Store
-from tickwork.security.secrets import SecretCipher
 
 
 class Target:
@@ -52,13 +46,13 @@ class Target:
         await self.app(scope, receive, send)
 
 
-def _document() -> dict[str, Any]:
+def openapi_document() -> dict[str, Any]:
     """The OpenAPI document; rendering it touches no store."""
     return create_app(Services(cast(Store, None), MemoryBroker())).openapi()
 
 
 TARGET = Target()
-SCHEMA = schemathesis.openapi.from_dict(_document())
+SCHEMA = schemathesis.openapi.from_dict(openapi_document())
 SCHEMA.app = TARGET
 
 
@@ -80,28 +74,6 @@ class AdminToken:
 
 # Unknown query parameters are ignored, as HTTP APIs do (unknown body fields are refused).
 SCHEMA.config.generation.update(allow_extra_parameters=False)
-
-
-@pytest.fixture
-async def seeded(api: httpx2.AsyncClient) -> None:
-    """Some data to read: jobs of each kind (one named like the spec's examples), runs."""
-    for body in (cron_job("backup"), at_job("report"), now_job("once", tags=["t"])):
-        assert (await api.post("/api/v1/jobs", json=body)).status_code == 201
-    assert (await api.post("/api/v1/jobs/backup/trigger", json={})).status_code in (200, 201, 202)
-
-
-@pytest.fixture
-def security(services: Services, clock: FakeClock) -> Security:
-    """With a secret key: ``PUT /secrets/{name}`` stores (a process without a key answers 503,
-    by design, and tells the operator to set ``TICKWORK_SECRET_KEY``)."""
-    return Security.over(services, clock=clock, cipher=SecretCipher(Fernet.generate_key()))
-
-
-@pytest.fixture
-def target(app: FastAPI, seeded: None) -> Iterator[Target]:
-    TARGET.app = app
-    yield TARGET
-    TARGET.app = None
 
 
 #: ``positive_data_acceptance`` is off for these alone: their inputs mean more than a JSON
@@ -131,6 +103,19 @@ SEMANTIC = frozenset(
 )
 
 
+#: Operations whose generated cases take longest (the job definitions' writes), each file of
+#: this package taking a share.
+JOB_CREATES = ["POST /api/v1/jobs", "POST /api/v1/jobs/batch"]
+JOB_CHANGES = ["PUT /api/v1/jobs/{name}", "PATCH /api/v1/jobs/{name}"]
+
+#: Hypothesis's settings for every operation's test.
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
 def _opaque_cursor(case: Case[Any]) -> None:
     """A valid request carries only a ``cursor`` the API handed out, which no schema can
     describe: a made-up one is left out of positive cases (negative ones keep theirs)."""
@@ -138,66 +123,10 @@ def _opaque_cursor(case: Case[Any]) -> None:
         case.query.pop("cursor", None)
 
 
-@SCHEMA.parametrize()
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-def test_api_conforms_to_its_schema(case: Case[Any], target: Target, admin_token: str) -> None:
+def conform(case: Case[Any], admin_token: str) -> None:
+    """Sends the case as the running test's admin and runs every check on the answer."""
     if case.headers.get("Authorization") == ADMIN:
         case.headers["Authorization"] = f"Bearer {admin_token}"
     _opaque_cursor(case)
     excluded = [schemathesis.checks.positive_data_acceptance]
     case.call_and_validate(excluded_checks=excluded if case.operation.label in SEMANTIC else [])
-
-
-# What the run found, pinned down.
-
-
-async def test_a_405_allows_every_method_of_the_path(api: httpx2.AsyncClient) -> None:
-    r = await api.put("/api/v1/jobs")
-    assert r.status_code == 405
-    assert r.headers["allow"] == "GET, POST"
-    assert error_of(r)["code"] == "method_not_allowed"
-    r = await api.post("/api/v1/jobs/j")
-    assert r.headers["allow"] == "GET, PUT, PATCH, DELETE"
-    r = await api.options("/api/v1/jobs/batch")  # PUT is apply of a job named "batch"
-    assert r.headers["allow"] == "POST"
-    r = await api.post("/api/v1/openapi.json")  # not in the document: Starlette's own
-    assert set(r.headers["allow"].split(", ")) == {"GET", "HEAD"}
-
-
-@pytest.mark.parametrize("value", ["0.5", "1700000000", "-3"])
-async def test_instants_are_iso_text_not_timestamps(api: httpx2.AsyncClient, value: str) -> None:
-    r = await api.get("/api/v1/runs", params={"started_to": value})
-    assert r.status_code == 422, r.text
-    assert error_of(r)["field"] == "started_to"
-    body = {"schedule": {"kind": "at", "at": 1_900_000_000}}
-    r = await api.post("/api/v1/jobs", json=at_job("j") | body)
-    assert r.status_code == 422, r.text
-    assert error_of(r)["field"] == "schedule.at"
-
-
-async def test_a_query_parameter_given_twice_is_refused(api: httpx2.AsyncClient) -> None:
-    r = await api.get("/api/v1/jobs?paused=nonsense&paused=true")
-    assert r.status_code == 422, r.text
-    assert error_of(r)["field"] == "paused"
-    assert (await api.get("/api/v1/jobs?paused=true&limit=5")).status_code == 200
-
-
-async def test_an_unreadable_body_is_a_documented_400(api: httpx2.AsyncClient) -> None:
-    headers = {"Content-Type": "application/json"}
-    r = await api.post("/api/v1/tokens", content=b"P\xff7", headers=headers)
-    assert r.status_code == 400
-    assert error_of(r)["code"] == "http_error"
-    assert "400" in _document()["paths"]["/api/v1/tokens"]["post"]["responses"]
-
-
-@pytest.mark.parametrize("name", ["ci\n", "", "-ci", "c i", "x" * 101])
-async def test_token_names_follow_the_documented_pattern(
-    api: httpx2.AsyncClient, name: str
-) -> None:
-    r = await api.post("/api/v1/tokens", json={"name": name, "scope": "read"})
-    assert (r.status_code, error_of(r)["field"]) == (422, "name"), r.text
-    assert [t["name"] for t in (await api.get("/api/v1/tokens")).json()["tokens"]] == ["test-admin"]

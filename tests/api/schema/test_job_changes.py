@@ -1,0 +1,15 @@
+"""Schemathesis: replacing and patching a job (see ``cases``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemathesis.generation.case import Case
+
+from tests.api.schema.cases import JOB_CHANGES, SCHEMA, SETTINGS, Target, conform
+
+
+@SCHEMA.include(name=JOB_CHANGES).parametrize()
+@SETTINGS
+def test_api_conforms_to_its_schema(case: Case[Any], target: Target, admin_token: str) -> None:
+    conform(case, admin_token)
