@@ -5,7 +5,7 @@
 Starts uvicorn (as ``tickwork api`` runs it: httptools, no access log) on a free port with a
 bare ASGI app that answers every request ``201 {"run_id": ..., "task_run_ids": [...]}`` without
 reading anything but the body, then measures what ``bench/producer.py`` measures, with the
-SDK's own wires (``sdk/wires.py``: urllib3 for ``Client``, aiohttp for ``AsyncClient``): one
+SDK's own wires (``sdk/http1.py`` for ``Client``, ``sdk/http1_async.py`` for ``AsyncClient``): one
 thread calling ``Client.enqueue`` in a loop, and one ``AsyncClient`` with ``--in-flight`` calls
 at once. It prints jobs/s and the client's and the server's CPU per call: what HTTP alone
 costs, with no database, no broker and no tickwork server code. Also: the same

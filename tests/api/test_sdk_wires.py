@@ -1,4 +1,4 @@
-"""The SDK's own network wires (``Client`` over urllib3, ``AsyncClient`` over aiohttp) against
+"""The SDK's own network wires (``sdk/http1.py``, ``sdk/http1_async.py``) against
 the API served by a real uvicorn: what a call sends (path segments, query, body, headers) and
 what it raises, the same through both clients."""
 

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Self, TypeVar
 from tickwork.sdk.admin import AdminOperations
 from tickwork.sdk.backfills import BackfillOperations
 from tickwork.sdk.calls import Call
+from tickwork.sdk.http1 import Http1Wire
+from tickwork.sdk.http1_async import AsyncHttp1Wire
 from tickwork.sdk.insight import InsightOperations
 from tickwork.sdk.jobs import JobOperations
 from tickwork.sdk.runs import RunOperations
-from tickwork.sdk.wires import AiohttpWire, AsyncHttpxWire, HttpxWire, Settings, Urllib3Wire
+from tickwork.sdk.wires import AsyncHttpxWire, HttpxWire, Settings
 
 if TYPE_CHECKING:
     import httpx2
@@ -39,10 +41,10 @@ class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations, 
     """A synchronous client of one tickwork server. Use it as a context manager, or ``close()``.
 
     ``token`` is a bearer token (``tw_...``); every route but the health checks needs one.
-    Calls go through urllib3's connection pool (``sdk/wires.py``); ``transport`` (httpx2's)
-    replaces the network (tests pass one that calls the ASGI app in process). Connections are
-    kept alive and pooled: up to ``max_connections`` (threads sharing the client each hold
-    one while their request runs).
+    Calls go over the SDK's own pool of HTTP/1.1 connections (``sdk/http1.py``); ``transport``
+    (httpx2's) replaces the network (tests pass one that calls the ASGI app in process).
+    Connections are kept alive and pooled: up to ``max_connections`` (threads sharing the
+    client each hold one while their request runs).
     """
 
     is_async = False
@@ -58,7 +60,7 @@ class Client(JobOperations, RunOperations, AdminOperations, BackfillOperations, 
     ) -> None:
         settings = _settings(url, token, timeout, max_connections)
         self.url = settings.url
-        self._wire = Urllib3Wire(settings) if transport is None else HttpxWire(settings, transport)
+        self._wire = Http1Wire(settings) if transport is None else HttpxWire(settings, transport)
 
     def __enter__(self) -> Self:
         return self
@@ -84,7 +86,8 @@ class AsyncClient(
     """An asynchronous client of one tickwork server: ``Client``'s methods, each awaited.
     Use it as an async context manager, or ``await close()``.
 
-    Calls go through aiohttp (``sdk/wires.py``); ``transport`` (httpx2's) replaces the
+    Calls go over the SDK's own HTTP/1.1 connections (``sdk/http1_async.py``); ``transport``
+    (httpx2's) replaces the
     network (tests pass ``httpx2.ASGITransport(app=...)``). Connections are kept alive and
     pooled: up to ``max_connections`` requests in flight at once (``asyncio.gather`` of many
     ``enqueue`` calls), more wait for a free connection.
@@ -104,7 +107,7 @@ class AsyncClient(
         settings = _settings(url, token, timeout, max_connections)
         self.url = settings.url
         self._wire = (
-            AiohttpWire(settings) if transport is None else AsyncHttpxWire(settings, transport)
+            AsyncHttp1Wire(settings) if transport is None else AsyncHttpxWire(settings, transport)
         )
 
     async def __aenter__(self) -> Self:
