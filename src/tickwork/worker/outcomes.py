@@ -7,7 +7,6 @@ not passed downstream; one too large for ``max_result_bytes`` fails the attempt.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime
 
 from tickwork.core.model import Outcome, TaskRun, TaskRunState
@@ -31,10 +30,10 @@ def outcome_of(
     if result.ok:
         result, encoded = _encoded(result, max_result_bytes)
     if result.ok:
-        done = finished(
-            task_run, TaskRunState.SUCCESS, started=started, now=now, worker_id=worker_id
-        )
-        return replace(done, result=encoded, exit_code=result.exit_code)
+        return finished(
+            task_run, TaskRunState.SUCCESS, started=started, now=now, worker_id=worker_id,
+            result=encoded, exit_code=result.exit_code,
+        )  # fmt: skip
     if result.cancelled and not task_run.cancel_requested:
         # Interrupted by our own shutdown, not by a user: give it back without judgement.
         return finished(
@@ -75,8 +74,11 @@ def finished(
     now: datetime,
     worker_id: str,
     error: str | None = None,
+    result: str | None = None,
+    exit_code: int | None = None,
 ) -> Outcome:
-    """The outcome of an attempt that ended in ``state`` (retried at once if up for retry)."""
+    """The outcome of an attempt that ended in ``state`` (retried at once if up for retry).
+    Built in one go: ``dataclasses.replace`` of a frozen outcome cost as much again per job."""
     return Outcome(
         task_run_id=task_run.id,
         attempt=task_run.attempt,
@@ -85,5 +87,7 @@ def finished(
         started_at=started,
         retry_at=now if state is TaskRunState.UP_FOR_RETRY else None,
         error=error,
+        exit_code=exit_code,
         worker_id=worker_id,
+        result=result,
     )
