@@ -17,6 +17,7 @@ from tests.fixtures.sinks import eventually as until
 from tests.fixtures.task_runs import make_task_run
 from tickwork.core.model import TaskKind
 from tickwork.ports import RunResult
+from tickwork.runtime.cancel import CancelSignal
 from tickwork.worker.runners.python_process import ProcessPythonRunner
 
 T = "tests.fixtures.process_tasks"
@@ -44,7 +45,8 @@ async def run(
     sink = MemorySink()
     config = {"target": target, "kwargs": kwargs or {}}
     task_run = make_task_run(TaskKind.PYTHON, config, timeout=timeout, attempt=attempt)
-    return await runner.run(task_run, sink, cancel or asyncio.Event()), sink
+    # A ``CancelSignal``, as the worker pool hands runners (a plain Event works too).
+    return await runner.run(task_run, sink, cancel or CancelSignal()), sink
 
 
 def alive(pid: int) -> bool:
@@ -108,10 +110,11 @@ async def test_stuck_sync_tasks_are_killed_and_later_tasks_still_run(
     assert result.ok
 
 
+@pytest.mark.parametrize("signal", [CancelSignal, asyncio.Event])
 async def test_cancel_stops_the_task_and_its_subprocesses(
-    runner: ProcessPythonRunner, tmp_path: Path
+    runner: ProcessPythonRunner, tmp_path: Path, signal: type[asyncio.Event]
 ) -> None:
-    cancel = asyncio.Event()
+    cancel = signal()
     pidfile = tmp_path / "pid"
     attempt = asyncio.create_task(
         run(runner, f"{T}:spawns", {"pidfile": str(pidfile), "new_session": False}, cancel=cancel)
