@@ -129,6 +129,32 @@ async def test_the_worker_resolves_references_and_masks_them_in_output(
     assert len(inner.seen) == 1  # nothing ran without its secrets
 
 
+async def test_one_runner_over_attempts_sharing_a_config_resolves_and_masks_each(
+    sqlite_store: SqlStore,
+) -> None:
+    # The task runs of one claim share their config object; the runner keeps what it found
+    # in a config with no reference, never a resolved secret (a changed one is seen).
+    cipher = SecretCipher(KEY)
+    inner = Recorder()
+    runner = SecretRunner(inner, sqlite_store, cipher)
+    plain = {"argv": ["true"], "env": {"API_TOKEN": "plain-token-1", "N": "1"}}
+    for _ in range(2):
+        sink = MemorySink()
+        assert (await runner.run(make_task_run(TaskKind.SHELL, plain), sink, asyncio.Event())).ok
+        output = "".join(data for _, data in sink.entries)
+        assert "plain-token-1" not in output and "'N': '1'" in output
+    referring = {"argv": ["true"], "env": {"PW": {"$secret": "pw"}}}
+    for value in ("first-secret-1", "second-secret-2"):
+        await sqlite_store.put_secret("pw", cipher.encrypt(value), utc_now())
+        sink = MemorySink()
+        task_run = make_task_run(TaskKind.SHELL, referring)
+        assert (await runner.run(task_run, sink, asyncio.Event())).ok
+        assert inner.seen[-1].config["env"] == {"PW": value}
+        assert value not in "".join(data for _, data in sink.entries)
+    await runner.run(make_task_run(TaskKind.SHELL, plain), MemorySink(), asyncio.Event())
+    assert inner.seen[-1].config is plain
+
+
 def test_the_key_comes_from_the_environment_or_a_private_key_file(tmp_path: Path) -> None:
     env_key = Fernet.generate_key().decode()
     from_env = cipher_from({KEY_ENV: env_key}, tmp_path)

@@ -48,15 +48,26 @@ class SecretRunner:
 
     def __init__(self, inner: Runner, store: SecretStore, cipher: SecretCipher | None) -> None:
         self._inner, self._store, self._cipher = inner, store, cipher
+        # The last config found to refer to no secret, and its secret-named values: the task
+        # runs of one claim share one config object, and nothing changes one in place.
+        self._plain: tuple[Mapping[str, object], list[str]] | None = None
 
     async def run(self, task_run: TaskRun, log: LogSink, cancel: asyncio.Event) -> RunResult:
-        try:
-            config, values = await resolve_secrets(self._store, self._cipher, task_run.config)
-        except NotFound as e:
-            return RunResult(ok=False, error=f"secret {e.key!r} does not exist")
-        except SecretKeyError as e:
-            return RunResult(ok=False, error=str(e))
-        sink = MaskingSink(log, [*values, *_named_values(config)])
+        plain = self._plain
+        values: list[str] = []
+        if plain is not None and plain[0] is task_run.config:
+            config, named = task_run.config, plain[1]
+        else:
+            try:
+                config, values = await resolve_secrets(self._store, self._cipher, task_run.config)
+            except NotFound as e:
+                return RunResult(ok=False, error=f"secret {e.key!r} does not exist")
+            except SecretKeyError as e:
+                return RunResult(ok=False, error=str(e))
+            named = _named_values(config)
+            if not values:
+                self._plain = (config, named)
+        sink = MaskingSink(log, [*values, *named])
         resolved = replace(task_run, config=config) if values else task_run
         result = await self._inner.run(resolved, sink, cancel)
         if result.error:  # stored, shown by the API and sent to callbacks

@@ -170,3 +170,21 @@ async def test_current_task_outside_a_task_says_so() -> None:
 
     with pytest.raises(LookupError, match="only available inside a running task"):
         tickwork.current_task()
+
+
+async def test_attempts_sharing_a_config_object_and_then_another_each_get_their_own(
+    runner: ProcessPythonRunner,
+) -> None:
+    # The task runs of one claim share their config object: the runner checks it once.
+    async def attempt(config: dict[str, Any]) -> RunResult:
+        task_run = make_task_run(TaskKind.PYTHON, config)
+        return await runner.run(task_run, MemorySink(), CancelSignal())
+
+    shared = {"target": "tests.fixtures.tasks:hello", "kwargs": {"name": "ada"}}
+    for _ in range(2):
+        assert (await attempt(shared)).result == {"greeting": "hello ada"}
+    other = {"target": "tests.fixtures.tasks:hello", "kwargs": {"name": "bob"}}
+    assert (await attempt(other)).result == {"greeting": "hello bob"}
+    for _ in range(2):
+        result = await attempt({"target": "not a target"})
+        assert not result.ok and "config.target" in (result.error or "")

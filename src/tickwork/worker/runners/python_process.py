@@ -32,7 +32,7 @@ from tickwork.taskcontext import TaskContext
 from tickwork.worker import capture
 from tickwork.worker.child import HEADER, encode_frame
 from tickwork.worker.runners._wait import Ending, ended, wait_for_end
-from tickwork.worker.runners.python import RESULT_LINE_MAX, parse_python_spec
+from tickwork.worker.runners.python import RESULT_LINE_MAX, PythonSpec, parse_python_spec
 from tickwork.worker.runners.shell import tickwork_env
 from tickwork.worker.tree import kill_attempt
 
@@ -198,6 +198,7 @@ class ProcessPythonRunner:
         self._idle: list[_Child] = []
         self._busy: set[_Child] = set()
         self._free: asyncio.Semaphore | None = None
+        self._last_spec: tuple[Mapping[str, Any], PythonSpec] | None = None
 
     def pids(self) -> list[int]:
         """The task processes alive now (for measurements)."""
@@ -214,7 +215,7 @@ class ProcessPythonRunner:
     async def run(self, task_run: TaskRun, log: LogSink, cancel: asyncio.Event) -> RunResult:
         """Execute one attempt; see the class docstring and ``tickwork.ports.Runner``."""
         try:
-            spec = parse_python_spec(task_run.config)
+            spec = self._spec_of(task_run.config)
         except ValidationError as exc:
             return RunResult(ok=False, error=str(exc))
         if cancel.is_set():
@@ -265,6 +266,17 @@ class ProcessPythonRunner:
             return RunResult(ok=False, error=str(await child.died()))
         self._keep(child)
         return _result(message, output)
+
+    def _spec_of(self, config: Mapping[str, Any]) -> PythonSpec:
+        """``parse_python_spec``, once per config object: the task runs of one claim share
+        theirs (the store decodes each distinct stored value once), and nothing changes a
+        task run's config in place. The last one is kept, so its identity is never reused."""
+        last = self._last_spec
+        if last is not None and last[0] is config:
+            return last[1]
+        spec = parse_python_spec(config)
+        self._last_spec = (config, spec)
+        return spec
 
     def _idle_child(self) -> _Child | None:
         """A warm process; one that died while idle (killed from outside) is let go."""
