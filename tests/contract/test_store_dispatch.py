@@ -79,6 +79,24 @@ async def test_queued_task_runs_lists_unclaimed_rows_queued_long_ago(store: SqlS
     assert await store.queued_task_runs(at(-1), 10) == []
 
 
+async def test_queued_counts_counts_the_rows_queued_task_runs_would_list_by_queue(
+    store: SqlStore,
+) -> None:
+    old, young, _ = await _queued(store, 3)
+    fast = dataclasses.replace(make_job("fast"), queue="fast")
+    await store.create_jobs([(fast, [make_run(fast, at(0), state=S.QUEUED)])])
+    await store.claim([key(young)], "w1", at(5))
+
+    assert await store.queued_counts(at(100), 10) == {"default": 2, "fast": 1}
+    assert await store.queued_counts(at(0), 10) == {"default": 1, "fast": 1}
+    listed = await store.queued_task_runs(at(100), 2)  # the oldest two only, as counted
+    counted = await store.queued_counts(at(100), 2)
+    assert sum(counted.values()) == 2
+    assert counted == {q: sum(tr.queue == q for tr in listed) for q in counted}
+    assert old.id in {tr.id for tr in listed}
+    assert await store.queued_counts(at(-1), 10) == {}
+
+
 async def test_claim_wins_once_and_ignores_stale_attempts(store: SqlStore) -> None:
     tr, other = await _queued(store, 2)
     assert await store.claim([(tr.id, tr.attempt + 1)], "w1", at(1)) == []

@@ -7,11 +7,12 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 from tests.helpers import FakeClock, shell_task, utc
 from tickwork.app.records import JobSpec
 from tickwork.app.services import Services
-from tickwork.core.model import Schedule, ScheduleKind
+from tickwork.core.model import Schedule, ScheduleKind, TaskRun
 from tickwork.ids import new_id
 from tickwork.ports import Delivery, ForgetfulBroker, Store
 from tickwork.scheduler.loop import Scheduler, SchedulerConfig
@@ -89,14 +90,38 @@ async def test_unclaimed_runs_are_re_sent_once_per_doubling_period(store: Store)
     assert set(broker.sent.values()) == {6}, broker.sent
 
 
+class RowsRead:
+    """The store, counting the reconciler's reads of whole queued task runs."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.reads = 0
+
+    async def queued_task_runs(self, queued_before: datetime, limit: int) -> list[TaskRun]:
+        self.reads += 1
+        return await self._store.queued_task_runs(queued_before, limit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
 async def test_nothing_is_re_sent_while_the_messages_wait_unread(store: Store) -> None:
     clock = FakeClock(T0)
     broker = LosingBroker(keeps=True)  # no worker up: 500 runs sat in the broker for 42 s
     await queued_runs(store, broker, clock, 50)
+    counted = RowsRead(store)
+    s = scheduler(cast(Store, counted), broker, clock)
 
-    await run_for(scheduler(store, broker, clock), clock, 300)
+    await run_for(s, clock, 300)
 
     assert len(broker.held) == 50  # one message per queued run, however long nobody reads
+    # ... and their rows are not read either: the counts per queue said nothing is missing.
+    assert counted.reads == 0
+    broker.held.pop()  # one message lost: that queue's rows are read, the run re-sent
+    clock.now += timedelta(seconds=2)
+    sent = sum(broker.sent.values())
+    await s.tick(clock.now)
+    assert counted.reads == 1 and sum(broker.sent.values()) == sent + 50
 
 
 async def test_a_broker_that_lost_its_data_is_re_sent_everything_at_once(store: Store) -> None:

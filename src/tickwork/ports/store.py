@@ -291,6 +291,10 @@ class DispatchStore(Protocol):
         (``queued_at``: when they became claimable; for work handed out ahead, its due
         instant)."""
 
+    async def queued_counts(self, queued_before: datetime, limit: int) -> dict[str, int]:
+        """How many of ``queued_task_runs(queued_before, limit)`` each queue has (no rows
+        read: the reconciler's check before it reads them)."""
+
     async def stale_running(self, heartbeat_before: datetime, limit: int) -> list[TaskRun]:
         """Running task runs whose last heartbeat is older than ``heartbeat_before`` (zombies)."""
 

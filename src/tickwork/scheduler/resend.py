@@ -76,9 +76,17 @@ class Resender:
 
     async def resend_stale(self, now: datetime) -> int:
         """Re-send task runs queued and unclaimed for ``first`` seconds, each at most once
-        per its backoff period, skipping queues whose messages are still waiting unread."""
-        lost = await self._store.queued_task_runs(now - timedelta(seconds=self._first), self._limit)
+        per its backoff period, skipping queues whose messages are still waiting unread.
+        The counts per queue come first: under a backlog whose messages all wait (a busy
+        `tickwork up`), reading and decoding ``limit`` rows every pass cost the process the
+        GIL for nothing (bench/README.md, "Session 16: embedded W1")."""
+        before = now - timedelta(seconds=self._first)
         waiting = await self._waiting()
+        if waiting is not None:  # every queue's messages there: no row needs reading
+            counts = await self._store.queued_counts(before, self._limit)
+            if all(waiting.get(queue, 0) >= n for queue, n in counts.items()):
+                return 0
+        lost = await self._store.queued_task_runs(before, self._limit)
         by_queue: dict[str, int] = {}
         for tr in lost:
             by_queue[tr.queue] = by_queue.get(tr.queue, 0) + 1

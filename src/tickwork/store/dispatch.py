@@ -148,6 +148,12 @@ QUEUED_BEFORE = (
     .limit(_LIMIT)
 )
 
+#: How many of those ``QUEUED_BEFORE`` rows (the same oldest ``limit``) each queue has: the
+#: reconciler asks this first, and reads the rows only for a queue its broker holds fewer
+#: messages for (``Store.queued_counts``).
+_OLDEST_QUEUED = QUEUED_BEFORE.with_only_columns(task_runs.c.queue).subquery()
+QUEUED_COUNTS = sa.select(_OLDEST_QUEUED.c.queue, sa.func.count()).group_by(_OLDEST_QUEUED.c.queue)
+
 #: Running task runs whose heartbeat is older than ``before`` (the reaper's read, likewise).
 STALE_BEFORE = (
     sa.select(task_runs)

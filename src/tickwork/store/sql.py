@@ -313,6 +313,11 @@ class SqlStore(SqlUpkeep):
         params = {"before": queued_before, "limit": limit}
         return dispatch.task_runs_of(await self._read_planned(dispatch.QUEUED_BEFORE, params))
 
+    async def queued_counts(self, queued_before: datetime, limit: int) -> dict[str, int]:
+        params = {"before": queued_before, "limit": limit}
+        rows = await self._read_planned(dispatch.QUEUED_COUNTS, params)
+        return {str(queue): int(n) for queue, n in rows}
+
     async def claim(self, keys: Sequence[TaskKey], worker_id: str, now: datetime) -> list[TaskRun]:
         if not keys:
             return []
