@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -47,9 +47,27 @@ class TaskContext:
             "params": dict(self.params),
         }
 
+    def env(self) -> dict[str, str]:
+        """The ``TICKWORK_*`` variables of this attempt (``task_env``)."""
+        return task_env(self.job, self.run_id, self.task_run_id, self.attempt, self.logical_date)
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TaskContext:
         return cls(**{**data, "logical_date": datetime.fromisoformat(data["logical_date"])})
+
+
+def task_env(
+    job: str, run_id: str, task_run_id: str, attempt: int, logical_date: datetime
+) -> dict[str, str]:
+    """The variables that tell a task, and every process it starts, which job, run and
+    attempt it is executing (the worker finds an attempt's processes by them)."""
+    return {
+        "TICKWORK_JOB": job,
+        "TICKWORK_RUN_ID": run_id,
+        "TICKWORK_TASK_RUN_ID": task_run_id,
+        "TICKWORK_ATTEMPT": str(attempt),
+        "TICKWORK_LOGICAL_DATE": logical_date.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+    }
 
 
 _current: ContextVar[TaskContext | None] = ContextVar("tickwork_task", default=None)

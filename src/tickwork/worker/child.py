@@ -152,8 +152,9 @@ class _Runner:
         ctx = taskcontext.TaskContext.from_json(request["ctx"])
         token = taskcontext.enter(ctx)
         # What the task starts inherits these, as a shell task's processes do: the worker
-        # finds them by these even if they leave the process group (worker/tree.py).
-        os.environ.update(request.get("env", {}))
+        # finds them by these even if they leave the process group (worker/tree.py). Made
+        # here from the context, not sent beside it (half the request's JSON, per attempt).
+        os.environ.update(ctx.env())
         traced = _enter_trace(request.get("traceparent"))
         try:
             return self._call(request["target"], request["kwargs"])

@@ -19,6 +19,7 @@ from tickwork.core.model import TaskKind
 from tickwork.ports import RunResult
 from tickwork.runtime.cancel import CancelSignal
 from tickwork.worker.runners.python_process import ProcessPythonRunner
+from tickwork.worker.runners.shell import tickwork_env
 
 T = "tests.fixtures.process_tasks"
 
@@ -188,3 +189,16 @@ async def test_attempts_sharing_a_config_object_and_then_another_each_get_their_
     for _ in range(2):
         result = await attempt({"target": "not a target"})
         assert not result.ok and "config.target" in (result.error or "")
+
+
+async def test_the_task_process_has_the_attempts_tickwork_variables(
+    runner: ProcessPythonRunner,
+) -> None:
+    # Made in the task process from the attempt's context (as a shell task gets them).
+    for attempt in (2, 3):
+        result, _ = await run(runner, f"{T}:tickwork_vars", attempt=attempt)
+        assert result.ok
+        expected = tickwork_env(make_task_run(TaskKind.PYTHON, {}, attempt=attempt))
+        assert result.result == expected
+        assert expected["TICKWORK_LOGICAL_DATE"] == "2026-03-29T01:30:00Z"
+        assert expected["TICKWORK_ATTEMPT"] == str(attempt)

@@ -33,7 +33,6 @@ from tickwork.worker import capture
 from tickwork.worker.child import HEADER, encode_frame
 from tickwork.worker.runners._wait import Ending, ended, wait_for_end
 from tickwork.worker.runners.python import RESULT_LINE_MAX, PythonSpec, parse_python_spec
-from tickwork.worker.runners.shell import tickwork_env
 from tickwork.worker.tree import kill_attempt
 
 
@@ -225,8 +224,7 @@ class ProcessPythonRunner:
         request: dict[str, Any] = {
             "target": spec.target,
             "kwargs": dict(spec.kwargs),
-            "ctx": context_of(task_run, spec.kwargs).to_json(),
-            "env": tickwork_env(task_run),
+            "ctx": context_of(task_run, spec.kwargs).to_json(),  # the child sets its env too
         }
         if tracing.enabled():  # the task process makes the attempt's span its current one
             request["traceparent"] = tracing.traceparent()

@@ -10,12 +10,12 @@ import sys
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any
 
 from tickwork.core.errors import ValidationError
 from tickwork.core.model import TaskRun
 from tickwork.ports import LogSink, RunResult
+from tickwork.taskcontext import task_env
 from tickwork.worker import tasksup
 from tickwork.worker.runners._wait import Ending, ended, wait_for_end
 from tickwork.worker.spawn import Child, Spawner
@@ -71,14 +71,8 @@ def _parse_cwd(config: Mapping[str, Any]) -> str | None:
 
 def tickwork_env(task_run: TaskRun) -> dict[str, str]:
     """The variables that tell a task which job, run and attempt it is executing."""
-    logical = task_run.logical_date.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    return {
-        "TICKWORK_JOB": task_run.job_name,
-        "TICKWORK_RUN_ID": task_run.run_id,
-        "TICKWORK_TASK_RUN_ID": task_run.id,
-        "TICKWORK_ATTEMPT": str(task_run.attempt),
-        "TICKWORK_LOGICAL_DATE": logical,
-    }
+    tr = task_run
+    return task_env(tr.job_name, tr.run_id, tr.id, tr.attempt, tr.logical_date)
 
 
 class ShellRunner:
