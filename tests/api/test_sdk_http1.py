@@ -1,21 +1,26 @@
 """The clients' own HTTP/1.1 wires (``sdk/http1.py``, ``sdk/http1_async.py``) against a
 socket server that answers what a test scripts: the answers' framings (length, chunks, to the
 close), connections the server closes, broken answers, cancelled calls, the pool shared by
-threads or tasks. The API itself is driven through these wires in ``test_sdk_wires.py`` and
+threads or tasks, https. The API itself is driven through these wires in ``test_sdk_wires.py`` and
 ``test_sdk_pool.py``."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 import tickwork.sdk.clients as sdk_clients
+from tests.api.served import serving
 from tickwork.sdk import ApiError, AsyncClient, Client, Unreachable
 
 BODY = json.dumps({"name": "j"}).encode()
@@ -106,13 +111,14 @@ def server() -> Iterator[Scripted]:
     scripted.close()
 
 
-def calls(server: Scripted, *names: str, **options: float) -> list[object]:
-    with Client(server.url, token="tw_a_b", timeout=5.0, **options) as tw:  # type: ignore[arg-type]
+def calls(url: str, *names: str, **options: float) -> list[object]:
+    """``get_job`` of each name in turn through one ``Client``."""
+    with Client(url, token="tw_a_b", timeout=5.0, **options) as tw:  # type: ignore[arg-type]
         return [tw.get_job(name) for name in names]
 
 
 def test_each_framing_is_read_and_kept_alive_connections_are_reused(server: Scripted) -> None:
-    got = calls(server, "length", "chunked", "length", "close", "length", "to-close", "length")
+    got = calls(server.url, "length", "chunked", "length", "close", "length", "to-close", "length")
     assert got == [{"name": "j"}] * 7
     # one connection until the server's "close", one more until its HTTP/1.0 answer, a third
     assert server.connections == 3
@@ -143,7 +149,7 @@ def test_idle_connections_past_the_keepalive_are_not_reused(
     server: Scripted, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sdk_clients, "KEEPALIVE_EXPIRY", 0.0)
-    assert calls(server, "length", "length", "length") == [{"name": "j"}] * 3
+    assert calls(server.url, "length", "length", "length") == [{"name": "j"}] * 3
     assert server.connections == 3
 
 
@@ -152,7 +158,7 @@ def test_a_broken_answer_raises_unreachable_and_is_not_sent_again(
     server: Scripted, name: str
 ) -> None:
     with pytest.raises(Unreachable, match=server.url):
-        calls(server, name)
+        calls(server.url, name)
     assert len(server.requests) == 1
 
 
@@ -237,3 +243,64 @@ async def test_async_calls_wait_for_one_of_max_connections(server: Scripted) -> 
         got = await asyncio.gather(*(tw.get_job("length") for _ in range(30)))
     assert [dict(job) for job in got] == [{"name": "j"}] * 30
     assert server.connections == 3
+
+
+def _self_signed(where: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost, signed by its own key: (cert, key) files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.now(UTC)
+    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = where / "cert.pem", where / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+async def test_https_with_a_trusted_certificate_and_refused_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    peers: set[tuple[str, int]] = set()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            peers.add(tuple(scope["client"]))
+            headers = [(b"content-length", str(len(BODY)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": BODY})
+
+    async with serving(app, ssl_certfile=str(cert), ssl_keyfile=str(key)) as url:
+        https = url.replace("http://", "https://")
+        with pytest.raises(Unreachable, match="CERTIFICATE_VERIFY_FAILED"):
+            await asyncio.to_thread(calls, https, "length")
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # read when a client makes its context
+        got = await asyncio.to_thread(calls, https, "length", "length", "length")
+        assert got == [{"name": "j"}] * 3 and len(peers) == 1
+        async with AsyncClient(https, timeout=5.0) as tw:
+            assert dict(await tw.get_job("length")) == {"name": "j"}
+            assert dict(await tw.get_job("length")) == {"name": "j"}
+        assert len(peers) == 2
