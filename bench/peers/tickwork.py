@@ -108,6 +108,12 @@ class TickworkContender(PeerContender):
         env["TICKWORK_DATA_DIR"] = str(self.dir / "data")
         if src := os.environ.get("PEERBENCH_TW_SRC"):  # another checkout's src/ (baselines)
             env["PYTHONPATH"] = f"{src}{os.pathsep}{env['PYTHONPATH']}"
+        if os.environ.get("PEERBENCH_TW_TRACE"):  # W2's hops stamped (tw_trace/sitecustomize)
+            trace = self.dir / "trace"
+            trace.mkdir(parents=True, exist_ok=True)
+            env["PEERBENCH_TW_TRACE"] = str(trace)
+            probes = Path(__file__).parent / "tw_trace"
+            env["PYTHONPATH"] = f"{probes}{os.pathsep}{env['PYTHONPATH']}"
         return env
 
     def _sql(self, sql: str) -> list[list[str]]:
@@ -201,6 +207,11 @@ class TickworkContender(PeerContender):
             "pg_start_after_created_ms": self._delays("w2", "r.created_at"),
             "path_ms": self._path("w2"),
         }
+        if trace := self.env.get("PEERBENCH_TW_TRACE"):
+            time.sleep(1.0)  # the probes flush every 0.5 s
+            roles = {pid: role for role, pids in self._roles().items() for pid in pids}
+            rows = self._sql(_TRACE_SQL)
+            extra["trace_ms"] = hops(Path(trace), rows, self.w2_times[2], roles)
         return dataclasses.replace(result, extra=result.extra | extra)
 
     def _path(self, tag: str) -> dict[str, Any]:
@@ -252,6 +263,89 @@ class TickworkContender(PeerContender):
             "pg_start_after_due_ms": self._delays("w3", "t.logical_date"),
         }
         return dataclasses.replace(result, extra=result.extra | extra)
+
+
+_TRACE_SQL = (
+    "SELECT t.id, (t.config::json->'kwargs'->>'i')::int, extract(epoch FROM r.created_at), "
+    "extract(epoch FROM t.started_at) FROM task_runs t JOIN runs r ON r.id = t.run_id "
+    "WHERE t.job_name = 'w2-jobs'"
+)
+#: (name, from event, to event) of ``hops``; ``created`` / ``started`` / ``task`` are the
+#: records' stamps (``runs.created_at``, ``task_runs.started_at``, the task body's first line).
+HOPS = (
+    ("created->write (API, waiting for the group write in flight)", "created", "write"),
+    ("write->stored (insert, commit)", "write", "stored"),
+    ("created->stored", "created", "stored"),
+    ("stored->pub (API hop)", "stored", "pub"),
+    ("pub->pubbed (XADD round trip)", "pub", "pubbed"),
+    ("pub->readcb (delivery to a blocked read)", "pub", "readcb"),
+    ("readcb->read (worker loop)", "readcb", "read"),
+    ("pub->consumed (delivery, any way)", "pub", "consumed"),
+    ("consumed->claim (hand-off)", "consumed", "claim"),
+    ("claim->claimed (claim round trip, commit)", "claim", "claimed"),
+    ("claimed->task", "claimed", "task"),
+    ("created->claim", "created", "claim"),
+    ("created->task", "created", "task"),
+    ("task->outcome", "task", "outcome"),
+    ("outcome->completed", "outcome", "completed"),
+)
+
+
+def hops(
+    trace: Path, rows: list[list[str]], starts: dict[int, int], roles: dict[int, str]
+) -> dict[str, Any]:
+    """Each W2 job's hops from the probes' files (``tw_trace``) and the records: p50 / p99 of
+    each hop in ms, their means over the slowest 2 % by created->claim, and how each job
+    reached its worker (``by_read``: a blocked read; ``by_take``: the take script, i.e. no
+    read was waiting) and whether its worker was busy when it was published (its consume
+    call began after the publish); and the garbage collections of each process kind
+    (``roles``: pid -> kind) during W2: how many of each generation, ms in all, the longest."""
+    events: dict[str, dict[str, float]] = {}
+    pauses: list[tuple[str, str, float, float]] = []  # kind, generation, ms, when
+    for path in trace.glob("*.tsv"):
+        kind = roles.get(int(path.stem), "other")
+        for line in path.read_text().splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3 and parts[0].startswith("gc"):
+                pauses.append((kind, parts[0], float(parts[1]), float(parts[2])))
+            elif len(parts) == 3:
+                events.setdefault(parts[1], {}).setdefault(parts[0], float(parts[2]))
+    jobs = []
+    for task_run_id, number, created, started in rows:
+        ev = events.get(task_run_id)
+        if ev is None or int(number) not in starts:
+            continue
+        ev["created"], ev["started"] = float(created), float(started)
+        ev["task"] = starts[int(number)] / 1e9
+        jobs.append(ev)
+    if not jobs:
+        return {}
+    jobs.sort(key=lambda e: e.get("claim", e["started"]) - e["created"])
+    tail = jobs[-max(len(jobs) // 50, 1) :]
+    out: dict[str, Any] = {"jobs": len(jobs)}
+    for name, a, b in HOPS:
+        spans = sorted((e[b] - e[a]) * 1e3 for e in jobs if a in e and b in e)
+        if spans:
+            tail_spans = [(e[b] - e[a]) * 1e3 for e in tail if a in e and b in e]
+            out[name] = {
+                "p50": round(spans[len(spans) // 2], 3),
+                "p99": round(spans[min(len(spans) - 1, int(len(spans) * 0.99))], 3),
+                "slowest_2pct_mean": round(sum(tail_spans) / max(len(tail_spans), 1), 3),
+            }
+    out["by_read"] = sum("readcb" in e for e in jobs)
+    out["by_take"] = sum("take" in e for e in jobs)
+    out["worker_busy_at_publish"] = sum(
+        e.get("consume_in", 0) > e.get("pub", 0) for e in jobs if "pub" in e
+    )
+    out["tail_busy"] = sum(e.get("consume_in", 0) > e.get("pub", 0) for e in tail if "pub" in e)
+    out["tail_by_take"] = sum("take" in e for e in tail)
+    first, last = min(e["created"] for e in jobs), max(e["task"] for e in jobs)
+    gcs: dict[str, list[float]] = {}
+    for kind, generation, ms, at in pauses:
+        if first <= at <= last:
+            gcs.setdefault(f"{kind} {generation}", []).append(ms)
+    out["gc"] = {k: [len(v), round(sum(v), 2), round(max(v), 2)] for k, v in sorted(gcs.items())}
+    return out
 
 
 async def _delete_rabbitmq_queues(url: str, prefix: str) -> None:
