@@ -4,6 +4,7 @@ no such connection is free or a run has several task runs (its DAG advances ther
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -15,6 +16,7 @@ from sqlalchemy.engine import URL
 
 from tests.adapters.test_store_reconnect import _drop_connections
 from tests.contract.factory import T0, key, make_job, make_run, outcome, shell_task
+from tests.helpers import eventually
 from tickwork.core.errors import StoreUnavailable
 from tickwork.core.model import Outcome, RunDetail, RunState, TaskRun, TaskRunState
 from tickwork.store import SqlStore, open_store, pg_hot
@@ -245,3 +247,43 @@ async def test_claims_one_at_a_time_read_by_primary_key_not_the_whole_queued_ind
         assert await index_reads() - before < 20  # was ~190 per claim
     finally:
         await conn.close()
+
+
+async def test_a_direct_connection_keeps_its_reader_until_the_server_speaks_unasked(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop = asyncio.get_running_loop()
+    calls: list[str] = []
+    for name in ("add_reader", "remove_reader"):
+        method = getattr(loop, name)
+
+        def counted(*args: Any, _method: Any = method, _name: str = name) -> Any:
+            calls.append(_name)
+            return _method(*args)
+
+        monkeypatch.setattr(loop, name, counted)
+    monkeypatch.setattr(engine_module, "PG_PING_IDLE", 3600.0)  # never pinged
+    writer = DirectWriter(engine_module.normalize_url(pg_url))
+
+    async def one(conn: psycopg.AsyncConnection[Any]) -> int:
+        row = await (await conn.execute("SELECT 1")).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    try:
+        assert await writer.run(one) == 1  # connected (psycopg's waits), then the reader added
+        assert calls[-1] == "add_reader"
+        calls.clear()
+        for _ in range(4):
+            assert await writer.run(one) == 1
+        assert calls == []  # not added and removed again for each wait
+
+        assert _drop_connections(pg_url) == 1  # the server closes it: readable, nobody waits
+        await eventually(lambda: asyncio.sleep(0, calls), lambda c: c[-1] == "remove_reader")
+        with pytest.raises(StoreUnavailable):
+            await writer.run(one)
+        assert await writer.run(one) == 1  # on a new connection
+        assert calls[-1] == "add_reader"
+    finally:
+        await writer.close()
+    assert calls[-1] == "remove_reader"  # closed: nothing left registered

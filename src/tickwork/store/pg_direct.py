@@ -28,7 +28,9 @@ from typing import Any, TypeVar
 
 import psycopg
 import sqlalchemy as sa
+from psycopg.abc import PQGen
 from psycopg.pq import TransactionStatus
+from psycopg.waiting import READY_R, WAIT_R, Wait
 from sqlalchemy.engine import URL
 
 from tickwork.core.errors import StoreUnavailable
@@ -37,6 +39,7 @@ from tickwork.store import engine as engines
 #: Connections kept per store (the API's single writes rarely overlap more than this).
 DIRECT_CONNECTIONS = 4
 CONNECT_TIMEOUT_S = 5
+_INTERVAL = 0.1  # psycopg's own interrupt check interval, for the waits it still does
 T = TypeVar("T")
 
 
@@ -124,7 +127,7 @@ class DirectWriter:
                 return conn
             except psycopg.Error:
                 await _close(conn)
-        return await psycopg.AsyncConnection.connect(
+        return await _Connection.connect(
             self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
         )
 
@@ -132,6 +135,79 @@ class DirectWriter:
         idle, self._idle = self._idle, []
         for conn, _ in idle:
             await _close(conn)
+
+
+class _Connection(psycopg.AsyncConnection[Any]):
+    """An autocommit connection that keeps its socket's reader registered between waits.
+
+    psycopg's ``wait_async`` adds a reader to the event loop and removes it again for every
+    wait (two ``epoll_ctl`` calls, a handle, a timer for its interrupt check): a quarter of
+    the statement's Python in a profile of the single enqueue. Here a wait for reading, the
+    only kind a request and its reply need, leaves the reader in place; one that fires while
+    nobody waits (the server closed, or spoke unasked) removes it, and the next wait adds it
+    again. Waits with a timeout, or for writing, are psycopg's own. After any error the
+    reader is removed, before psycopg's handling of it may close the socket.
+    """
+
+    _fd = -1  # the socket the reader is registered for, or -1
+    _waiter: asyncio.Future[None] | None = None
+
+    async def wait(
+        self, gen: PQGen[T], interval: float = _INTERVAL, timeout: float | None = None
+    ) -> T:
+        if timeout is not None:
+            return await super().wait(gen, interval, timeout)
+        try:
+            state = next(gen)
+            while state == WAIT_R:
+                await self._readable()
+                state = gen.send(READY_R)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        except BaseException:
+            self._unregister()
+            raise
+        self._unregister()  # a wait for writing: psycopg's, from where the generator is
+        return await super().wait(_resumed(state, gen), interval)
+
+    async def _readable(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._fd < 0:
+            self._fd = self.pgconn.socket
+            loop.add_reader(self._fd, self._on_readable)
+        self._waiter = waiter = loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _on_readable(self) -> None:
+        waiter = self._waiter
+        if waiter is None:
+            self._unregister()  # nobody reads: a readable socket would wake the loop again
+        elif not waiter.done():
+            waiter.set_result(None)
+
+    def _unregister(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(Exception):  # its loop may be closed (a test's)
+                asyncio.get_running_loop().remove_reader(self._fd)
+            self._fd = -1
+
+    async def close(self) -> None:
+        self._unregister()
+        await super().close()
+
+
+def _resumed(state: Wait, gen: PQGen[T]) -> PQGen[T]:
+    """``gen``, already started and waiting for ``state``, as a generator from its start."""
+    ready = yield state
+    while True:
+        try:
+            state = gen.send(ready)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        ready = yield state
 
 
 async def _close(conn: psycopg.AsyncConnection[Any]) -> None:
