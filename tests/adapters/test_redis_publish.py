@@ -14,6 +14,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tests.adapters.conftest import entries
+from tests.helpers import eventually
 from tickwork.broker import redis_publish
 from tickwork.broker.redis import RedisStreamsBroker
 from tickwork.broker.redis_keys import RedisKeys
@@ -182,3 +183,77 @@ async def test_a_broker_on_a_server_that_went_away_drops_the_publish(
         await broker.publish([Delivery("lost", 1, "default", 0)])  # logged, not raised
     finally:
         await broker.close()
+
+
+def _outcome() -> asyncio.Future[Exception | None]:
+    """A ``done`` for ``RawPublisher.send``: the future it settles."""
+    return asyncio.get_running_loop().create_future()
+
+
+async def test_send_returns_once_written_and_hands_the_replies_to_done(
+    raw: RawPublisher, client: aioredis.Redis, redis_prefix: str
+) -> None:
+    stream, plain = f"{{{redis_prefix}}}:stream", f"{{{redis_prefix}}}:plain"
+    await raw.execute([("PING",)])  # connected: send waits for nothing
+    sent = _outcome()
+    await raw.send([("XADD", stream, "*", "m", "a")], sent.set_result)
+    assert not sent.done()  # the reply is read on a later turn of the loop
+    assert await asyncio.wait_for(sent, 5) is None
+    assert [f for _, f in await entries(client, stream)] == [{"m": "a"}]
+
+    await client.set(plain, "a string")
+    refused = _outcome()
+    await raw.send([("XADD", plain, "*", "m", "b"), ("GET", plain)], refused.set_result)
+    error = await asyncio.wait_for(refused, 5)
+    assert isinstance(error, ResponseError) and "WRONGTYPE" in str(error)
+    assert await raw.execute([("GET", plain)]) == [b"a string"]  # still in step
+
+
+async def test_send_waits_for_its_replies_past_max_ahead_unanswered(
+    raw: RawPublisher, client: aioredis.Redis, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_publish, "MAX_AHEAD", 0)
+    stream = f"{{{redis_prefix}}}:stream"
+    sent = _outcome()
+    await raw.send([("XADD", stream, "*", "m", "a")], sent.set_result)
+    assert sent.done() and sent.result() is None  # answered before send returned
+    assert len(await entries(client, stream)) == 1
+
+
+async def test_a_broker_logs_a_publish_sent_ahead_that_redis_refused(
+    redis_url: str, client: aioredis.Redis, redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = RedisStreamsBroker(redis_url, prefix=redis_prefix)
+    keys = RedisKeys(redis_prefix)
+
+    async def logged() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "tickwork.broker"]
+
+    try:
+        await broker.send_ahead([Delivery("tr-ok", 1, "default", 0)])
+        await client.set(keys.stream("default", "normal"), "a string")
+        with caplog.at_level("ERROR", logger="tickwork.broker"):
+            await broker.send_ahead([Delivery("tr-refused", 1, "default", 0)])  # not raised
+            (message,) = await eventually(logged, bool, timeout=5)
+        assert "refused 1 message(s)" in message and "WRONGTYPE" in message
+    finally:
+        await broker.close()
+    unreachable = RedisStreamsBroker("redis://127.0.0.1:1/0", prefix=redis_prefix)
+    try:
+        await unreachable.send_ahead([Delivery("lost", 1, "default", 0)])  # logged, not raised
+    finally:
+        await unreachable.close()
+
+
+async def test_close_waits_for_the_replies_of_what_send_wrote(
+    redis_url: str, client: aioredis.Redis, redis_prefix: str
+) -> None:
+    publisher = RawPublisher.of(redis_url, NAME)
+    assert publisher is not None
+    stream = f"{{{redis_prefix}}}:stream"
+    outcomes = [_outcome() for _ in range(50)]
+    for i, sent in enumerate(outcomes):
+        await publisher.send([("XADD", stream, "*", "m", str(i))], sent.set_result)
+    await publisher.close()
+    assert all(sent.done() and sent.result() is None for sent in outcomes)
+    assert len(await entries(client, stream)) == 50

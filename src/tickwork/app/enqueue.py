@@ -34,6 +34,7 @@ from tickwork.ports import (
     JobChanged,
     KeyReceipt,
     RunCopy,
+    SendsAhead,
     Store,
 )
 
@@ -161,7 +162,10 @@ class Enqueuer:
         self._store, self._broker, self._get_job = store, broker, get_job
         self._clock, self._make_id, self._wake = clock, make_id, wake
         self._jobs: dict[str, Templates] = {}  # by job name: the job kept, its templates
-        self._groups = EnqueueGroups(store, broker.publish, lambda e: deliveries_of(e.copies))
+        # The runs are durable at the commit: a broker that can answer the caller before its
+        # server's reply does (``SendsAhead``; a lost publish is the Resender's, as ever).
+        publish = broker.send_ahead if isinstance(broker, SendsAhead) else broker.publish
+        self._groups = EnqueueGroups(store, publish, lambda e: deliveries_of(e.copies))
 
     async def enqueue(
         self,

@@ -24,6 +24,8 @@ before its group is written is dropped from it.
 The next group's write starts once the previous one committed, while the previous group's
 publish (the broker's round trip) is still in flight: each caller is still answered only
 after its own group's publish, but the store's one write at a time does not wait for Redis.
+(With a broker that ``SendsAhead``, the Enqueuer's ``publish`` returns once the publish is
+written, so a lone caller is answered in the loop turn of its commit.)
 """
 
 from __future__ import annotations

@@ -132,6 +132,24 @@ class RedisStreamsBroker:
         if deliveries:
             await self._send(self._ready.publish(deliveries), "publish", len(deliveries))
 
+    async def send_ahead(self, deliveries: Sequence[Delivery]) -> None:
+        """``SendsAhead``: the publish written, its reply read later (``_sent``)."""
+        if deliveries:
+            count = len(deliveries)
+            await self._ready.send_ahead(deliveries, lambda exc: self._sent(exc, count))
+
+    def _sent(self, exc: Exception | None, count: int) -> None:
+        if exc is None:
+            self._backoff.succeeded()
+        elif isinstance(exc, UNREACHABLE):
+            self._backoff.failed(exc)
+            log.warning("publish: %d message(s) dropped; the scheduler re-sends them", count)
+        else:  # refused by Redis after the caller was answered: its runs wait in the store
+            log.error(
+                "publish: Redis refused %d message(s) (%s); the scheduler re-sends them",
+                count, exc,
+            )  # fmt: skip
+
     async def publish_at(self, items: Sequence[tuple[Delivery, datetime]]) -> None:
         if not items:
             return

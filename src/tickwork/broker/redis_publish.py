@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -36,6 +36,10 @@ from tickwork.broker.redis_keys import RedisKeys, encode, lane_of
 from tickwork.ports import Delivery
 
 CONNECT_TIMEOUT_S = 2.0
+#: ``RawPublisher.send``: past this many calls unanswered on the connection, a call waits.
+MAX_AHEAD = 1000
+#: ``RawPublisher.close``: how long it waits for the replies of calls ``send`` wrote.
+CLOSE_WAIT_S = 1.0
 REPLY_TIMEOUT_S = 5.0  # as the broker's redis-py client (``redis_keys.connect``)
 Command = Sequence[str | bytes]
 
@@ -49,6 +53,14 @@ def pack(commands: Sequence[Command]) -> bytes:
             data = arg.encode() if isinstance(arg, str) else arg
             out.append(b"$%d\r\n%b\r\n" % (len(data), data))
     return b"".join(out)
+
+
+def _first_error(future: asyncio.Future[list[Any]]) -> Exception | None:
+    """The error of a call whose replies ``future`` holds: its own, or the first reply's."""
+    exc = future.exception()
+    if exc is not None:
+        return exc if isinstance(exc, Exception) else RedisConnectionError(repr(exc))
+    return next((r for r in future.result() if isinstance(r, ResponseError)), None)
 
 
 class _Incomplete(Exception):
@@ -88,6 +100,11 @@ class _Replies(asyncio.Protocol):
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._buf = bytearray()
         self._waiting: deque[tuple[asyncio.Future[list[Any]], int, list[Any]]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """How many calls wait for replies."""
+        return len(self._waiting)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -195,6 +212,26 @@ class RawPublisher:
                 raise reply
         return replies
 
+    async def send(
+        self, commands: Sequence[Command], done: Callable[[Exception | None], None]
+    ) -> None:
+        """Write ``commands`` and return without waiting for their replies (only to connect,
+        when no connection is open; or, past ``MAX_AHEAD`` calls unanswered, for the
+        replies, as ``execute`` does); ``done`` gets the first error among the replies, or
+        None, once they arrived. Raises only what connecting raises."""
+        conn, _ = await self._connection()
+        if conn.waiting >= MAX_AHEAD:  # Redis is slow to answer: wait, with the timeout
+            try:
+                await self.execute(commands)
+            except Exception as exc:
+                done(exc)
+            else:
+                done(None)
+            return
+        conn.request(payload=pack(commands), count=len(commands)).add_done_callback(
+            lambda future: done(_first_error(future))
+        )
+
     async def _connection(self) -> tuple[_Replies, bool]:
         """The open connection, and whether it was open before this call."""
         conn, loop = self._conn, asyncio.get_running_loop()
@@ -243,7 +280,13 @@ class RawPublisher:
             conn.abort(RedisConnectionError("connection closed"))
 
     async def close(self) -> None:
+        """Close the connection, once the replies to calls ``send`` wrote have come (a
+        ``PING`` 's reply comes after theirs; ``CLOSE_WAIT_S`` at most)."""
         conn = self._conn
+        if conn is not None and conn.waiting and self._loop is asyncio.get_running_loop():
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(CLOSE_WAIT_S):
+                    await conn.request(pack([("PING",)]), 1)
         self._drop(conn)
         if conn is not None and self._loop is asyncio.get_running_loop():
             await conn.lost  # the socket is closed on the loop's next turn
@@ -267,6 +310,40 @@ class ReadyPublisher:
 
     async def publish(self, deliveries: Sequence[Delivery]) -> None:
         """Raise what the connection raises (``UNREACHABLE``, ``ResponseError``)."""
+        commands, queues, now = self._commands(deliveries)
+        if self._raw is not None:
+            await self._raw.execute(commands)
+        else:
+            pipe = self._client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            await pipe.execute()
+        self._note_added(queues, now)
+
+    async def send_ahead(
+        self, deliveries: Sequence[Delivery], done: Callable[[Exception | None], None]
+    ) -> None:
+        """``publish``, returning once the commands are written (``RawPublisher.send``);
+        ``done`` gets the outcome. Without a ``RawPublisher``, ``publish`` itself. Raises
+        nothing: connecting's errors go to ``done`` too."""
+        if self._raw is None:
+            try:
+                await self.publish(deliveries)
+            except Exception as exc:
+                done(exc)
+            else:
+                done(None)
+            return
+        commands, queues, now = self._commands(deliveries)
+        try:
+            await self._raw.send(commands, done)
+        except Exception as exc:
+            done(exc)
+            return
+        self._note_added(queues, now)
+
+    def _commands(self, deliveries: Sequence[Delivery]) -> tuple[list[Command], list[str], float]:
+        """The commands of a publish, the queues whose ``SADD`` they carry, and now."""
         now = time.monotonic()
         stream, added = self._keys.stream, self._added
         commands: list[Command] = [
@@ -275,15 +352,11 @@ class ReadyPublisher:
         queues = sorted({d.queue for d in deliveries if added.get(d.queue, 0.0) <= now})
         if queues:
             commands.append(("SADD", self._keys.queues(), *queues))
-        if self._raw is not None:
-            await self._raw.execute(commands)
-        else:
-            pipe = self._client.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)
-            await pipe.execute()
+        return commands, queues, now
+
+    def _note_added(self, queues: list[str], now: float) -> None:
         for queue in queues:
-            added[queue] = now + QUEUE_SET_EVERY_S
+            self._added[queue] = now + QUEUE_SET_EVERY_S
 
     async def close(self) -> None:
         if self._raw is not None:

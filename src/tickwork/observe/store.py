@@ -272,7 +272,7 @@ class ObservedBroker:
     """A broker whose publishing and acknowledging are timed; consume is not (its time is
     mostly waiting for work, which says nothing about the broker)."""
 
-    TIMED = frozenset({"publish", "publish_at", "ack", "depths"})
+    TIMED = frozenset({"publish", "send_ahead", "publish_at", "ack", "depths"})
 
     def __init__(self, broker: Any) -> None:
         self._broker = broker

@@ -25,6 +25,7 @@ from tickwork.ports.broker import (
     CancelSignals,
     Delivery,
     ForgetfulBroker,
+    SendsAhead,
 )
 from tickwork.ports.coordination import (
     Fence,
@@ -112,6 +113,7 @@ __all__ = [
     "Runner",
     "Scope",
     "SecretStore",
+    "SendsAhead",
     "Store",
     "StoredSecret",
     "TaskKey",

@@ -75,6 +75,21 @@ class ForgetfulBroker(Protocol):
         """True once after the server lost its data (and on the first call)."""
 
 
+@runtime_checkable
+class SendsAhead(Protocol):
+    """A broker that can hand a publish to its server without waiting for the reply.
+
+    For the API's single enqueues: the runs are durable at the commit, so the caller can be
+    answered in the loop turn that wrote the publish, and the server's reply read later. A
+    publish that fails after that (the connection lost, a command refused) is logged, and the
+    scheduler's ``Resender`` re-sends the runs it left queued, as for any lost message.
+    """
+
+    async def send_ahead(self, deliveries: Sequence[Delivery]) -> None:
+        """Write ``deliveries`` as ``publish`` would and return once written (waiting only to
+        connect, when no connection is open); never raises for the server's answer."""
+
+
 class BrokerUnavailable(TickworkError):
     """The broker's server cannot be reached (raised by ``Broker.depths`` only)."""
 
