@@ -1,6 +1,7 @@
 """Producer throughput: per-job ``enqueue`` calls through the SDK to a real ``tickwork api``.
 
     .venv/bin/python bench/producer.py [--runs 3000] [--in-flight 32] [--server-path DIR]
+                                       [--embedded]
 
 Starts ``tickwork api`` on a fresh PostgreSQL database and Redis (as ``bench/api_submit.py``
 does, dropped afterwards), applies a job with a params contract, then measures, one after the
@@ -10,26 +11,38 @@ opt-in batching ``Producer`` (``tickwork.sdk.producer``: calls gathered for ``--
 seconds into ``enqueue_many`` requests, all stored when it closes). For each:
 jobs/s (wall), the API process's CPU per job and this (client) process's CPU per job. No worker
 runs: the runs stay queued.
+
+``--embedded``: the same against ``tickwork up`` (SQLite in a temporary data dir) instead;
+there the runs also execute (the task is a no-op in a task process), so the "API" CPU is the
+whole process's: the enqueue, the claim and the completion of each run (the task:
+``tickwork.examples:sleep``, each call ``{"seconds": 0}``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from api_submit import NEVER, TASK, add_server_options, cpu_s, serving
+from api_submit import BIN, NEVER, TASK, add_server_options, cpu_s, free_port, serving, wait_ready
 
 from tickwork.sdk import AsyncClient, Client, JobInput
 from tickwork.sdk.producer import Producer
 
 JOB = "produce"
+#: ``--embedded``'s task: the runs execute there, so it must take the calls' parameter (an
+#: ``anoop`` run given ``i`` fails: a traceback, two log lines and a failure per run).
+SLEEP = {"kind": "python", "target": "tickwork.examples:sleep"}
 
 
 def report(what: str, runs: int, pid: int, go: Callable[[], None]) -> None:
@@ -41,15 +54,42 @@ def report(what: str, runs: int, pid: int, go: Callable[[], None]) -> None:
           f"client CPU {me * per:,.0f} µs/job ({runs} jobs, {wall:.1f} s)", flush=True)  # fmt: skip
 
 
+@contextmanager
+def embedded(args: argparse.Namespace) -> Iterator[tuple[str, str, int]]:
+    """A real ``tickwork up`` on a fresh SQLite data dir: ``(url, admin token, pid)``."""
+    with tempfile.TemporaryDirectory() as data:
+        env = os.environ | {"TICKWORK_PORT": str(free_port()), "TICKWORK_DATA_DIR": data}
+        if args.server_path:
+            env["PYTHONPATH"] = args.server_path
+        up = subprocess.Popen([str(BIN), "up"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            url = f"http://127.0.0.1:{env['TICKWORK_PORT']}"
+            wait_ready(url, time.monotonic() + 60)
+            print(f"up pid {up.pid}", file=sys.stderr, flush=True)
+            yield url, (Path(data) / "admin.token").read_text().strip(), up.pid
+        finally:
+            up.terminate()
+            up.wait(30)
+
+
+def params(i: int) -> dict[str, float]:
+    """The call's parameters (``--embedded``: the seconds its task sleeps, 0)."""
+    return {"seconds": 0} if EMBEDDED else {"i": i}
+
+
+EMBEDDED = False
+
+
 def one_thread(url: str, token: str, runs: int) -> None:
     with Client(url, token=token, timeout=60.0) as tw:
         for i in range(runs):
-            tw.enqueue(JOB, {"i": i})
+            tw.enqueue(JOB, params(i))
 
 
 def batching(url: str, token: str, runs: int, linger: float) -> None:
     with Client(url, token=token, timeout=60.0) as tw, Producer(tw, linger=linger) as producer:
-        futures = [producer.enqueue(JOB, {"i": i}) for i in range(runs)]
+        futures = [producer.enqueue(JOB, params(i)) for i in range(runs)]
     assert all(f.result() for f in futures)  # close() flushed: every run is stored
 
 
@@ -58,7 +98,7 @@ async def in_flight(url: str, token: str, runs: int, width: int) -> None:
 
     async def lane(tw: AsyncClient) -> None:
         for i in left:  # the lanes share one iterator: each takes the next number
-            await tw.enqueue(JOB, {"i": i})
+            await tw.enqueue(JOB, params(i))
 
     async with AsyncClient(url, token=token, timeout=60.0, max_connections=width) as tw:
         await asyncio.gather(*(lane(tw) for _ in range(width)))
@@ -69,13 +109,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3000, help="enqueue calls per measure")
     parser.add_argument("--in-flight", type=int, default=32, help="AsyncClient's calls at once")
     parser.add_argument("--linger", type=float, default=0.005, help="the Producer's, seconds")
+    parser.add_argument("--embedded", action="store_true", help="`tickwork up`, not `api`")
     add_server_options(parser)
     args = parser.parse_args()
-    with serving(args) as (url, token, pid):
-        params = {"properties": {"i": {"type": "integer"}}}
+    global EMBEDDED
+    EMBEDDED = args.embedded
+    with (embedded if args.embedded else serving)(args) as (url, token, pid):
+        field = {"seconds": {"type": "number"}} if EMBEDDED else {"i": {"type": "integer"}}
+        contract = {"properties": field}
+        task = SLEEP if EMBEDDED else TASK
         with Client(url, token=token) as tw:
-            tw.apply_job(cast(JobInput, {"name": JOB, "schedule": NEVER, "task": TASK,
-                                         "params": params}))  # fmt: skip
+            tw.apply_job(cast(JobInput, {"name": JOB, "schedule": NEVER, "task": task,
+                                         "params": contract}))  # fmt: skip
         one_thread(url, token, 200)  # warm-up: connections, the job cache, prepared statements
         report("Client.enqueue, one thread", args.runs, pid,
                lambda: one_thread(url, token, args.runs))  # fmt: skip
