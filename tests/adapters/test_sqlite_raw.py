@@ -1,12 +1,19 @@
 """The SQLite hot path's row binding (store/sqlite_raw.py): a batch binds each distinct value
-object once, and what it binds is what binding row by row gives."""
+object once, and what it binds is what binding row by row gives; the enqueue's live-version
+check reads what SQLAlchemy's select reads."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import sqlalchemy as sa
+
+from tests.contract.factory import T0, make_job
 from tickwork.store import sqlite_raw as raw
-from tickwork.store.schema import task_runs
+from tickwork.store.rows import job_to_row
+from tickwork.store.schema import jobs, metadata, task_runs
 
 COLUMNS = ("id", "due_at", "config", "upstream")
 
@@ -55,3 +62,28 @@ def test_decoded_rows_read_as_sqlalchemy_reads_them_each_stored_value_converted_
     ]
     assert rows[0]["config"] is rows[1]["config"]  # one JSON text, decoded once
     assert rows[0]["due_at"] is rows[1]["due_at"]
+
+
+def test_live_versions_read_what_sqlalchemy_reads_leaving_out_deleted_and_unknown_jobs(
+    tmp_path: Path,
+) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'live.db'}")
+    metadata.create_all(engine)
+    kept = [
+        dataclasses.replace(make_job(name), updated_at=T0 + timedelta(microseconds=n))
+        for n, name in enumerate("ab")
+    ]
+    gone = make_job("c")
+    with engine.begin() as conn:
+        for job in [*kept, gone]:
+            conn.execute(jobs.insert().values(job_to_row(job)))
+        conn.execute(jobs.update().where(jobs.c.id == gone.id).values(deleted_at=T0))
+        ids = [job.id for job in [*kept, gone]] + ["no-such-job"]
+        live = raw.live_versions(conn, jobs, ids)
+        query = sa.select(jobs.c.id, jobs.c.updated_at).where(
+            jobs.c.id.in_(ids), jobs.c.deleted_at.is_(None)
+        )
+        assert live == {row[0]: row[1] for row in conn.execute(query)}
+    assert live == {job.id: job.updated_at for job in kept}
+    assert all(at.tzinfo is UTC for at in live.values())  # compares equal to the job's own
+    engine.dispose()

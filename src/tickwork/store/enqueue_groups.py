@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwork.ports import EnqueueEntry, JobChanged, KeyTaken
+from tickwork.store import sqlite_raw as raw
 from tickwork.store.dialect import Dialect
 from tickwork.store.idempotency import record_key
 from tickwork.store.run_rows import rows_of_copies
@@ -75,6 +76,9 @@ def changed(entry: EnqueueEntry) -> JobChanged:
 
 
 def _live_versions(conn: Connection, ids: set[str]) -> dict[str, datetime]:
+    """Each live (not deleted) job's ``updated_at``, of the jobs ``ids``."""
+    if conn.dialect.name == "sqlite":
+        return raw.live_versions(conn, jobs, sorted(ids))
     query = sa.select(jobs.c.id, jobs.c.updated_at).where(
         jobs.c.id.in_(sorted(ids)), jobs.c.deleted_at.is_(None)
     )

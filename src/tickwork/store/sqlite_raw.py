@@ -143,3 +143,18 @@ def insert_rows(
 def marks(n: int) -> str:
     """``?, ?, …`` for ``n`` parameters."""
     return ", ".join("?" * n)
+
+
+_LIVE = ("id", "updated_at")
+
+
+@translated
+def live_versions(conn: Connection, jobs: sa.Table, ids: Sequence[str]) -> dict[str, Any]:
+    """``updated_at`` of each job of ``ids`` that is not deleted (an enqueue's check that the
+    job it was planned from is still the live one), as SQLAlchemy would read it: through
+    SQLAlchemy's select with an expanding ``IN`` this cost ~580 µs a call, here ~40 µs
+    (bench/README.md, "a lone run in embedded mode")."""
+    where = f"id IN ({marks(len(ids))}) AND deleted_at IS NULL"
+    sql = f"SELECT id, updated_at FROM {jobs.name} WHERE {where}"
+    rows = driver(conn).execute(sql, list(ids)).fetchall()
+    return {row["id"]: row["updated_at"] for row in decoded(jobs, _LIVE, rows)}
