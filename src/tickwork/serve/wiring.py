@@ -337,7 +337,6 @@ def _embedded_pool(
             # The only pool: claiming ahead can keep no other worker waiting here.
             expected_duration=0.05,
             outcome_linger=EMBEDDED_OUTCOME_LINGER,
-            claims_in_flight=1,  # one writer: a second claim would queue behind the first
         ),
         clock=clock,
         rand=random.random,

@@ -42,9 +42,3 @@ class PoolConfig:
     # is what queued during the previous write. A lone outcome is written at once either way.
     outcome_linger: float = 0.0
     outcome_enough: int = 64
-    # Claims in flight at once. Above 1 the fetch loop reads again while a claim commits
-    # (a durable commit: a WAL flush), so a message that lands meanwhile is read and claimed
-    # at once instead of waiting in its stream for that commit and a read after it; with 1
-    # each claim is awaited before the next read (an embedded pool's one writer would only
-    # queue them).
-    claims_in_flight: int = 2

@@ -31,7 +31,6 @@ from tickwork.runtime.slots import Slots
 from tickwork.runtime.supervisor import supervise
 from tickwork.worker.config import ACK_ENOUGH, ACK_LINGER, DRAIN_WRITE_TIMEOUT, PoolConfig
 from tickwork.worker.early_cancels import EarlyCancels
-from tickwork.worker.fetching import InFlight
 from tickwork.worker.hooked import HookedRuns
 from tickwork.worker.logs import TaskLog, log_max_bytes
 from tickwork.worker.outcomes import outcome_of
@@ -102,7 +101,8 @@ class WorkerPool:
         self._room = asyncio.Event()  # set when a held task run finishes
         self._avg_duration = config.expected_duration  # seconds; moving average of attempts
         self._draining = asyncio.Event()
-        self._in_flight = InFlight(config.claims_in_flight, self._room.set)
+        self._fetch_idle = asyncio.Event()  # clear while a consume is in flight
+        self._fetch_idle.set()
         self._logs: Batcher[LogChunk] = Batcher(self._write_logs)
         linger, enough = config.outcome_linger, config.outcome_enough
         self._outcomes = Batcher(self._write_outcomes, linger=linger, enough=enough, busy_only=True)
@@ -164,8 +164,6 @@ class WorkerPool:
         """Stop taking work; let running tasks finish within ``grace`` s, then requeue the rest."""
         self._draining.set()
         self._room.set()  # a fetch loop waiting for a slot sees the drain and stops
-        # What a claim in flight wins starts as any other (and is waited for below).
-        await self._in_flight.settled(self._config.consume_timeout + 1.0)
         tasks = [a.task for a in self._active.values() if a.task is not None]
         if tasks:
             running = sum(a.started for a in self._active.values())
@@ -194,12 +192,10 @@ class WorkerPool:
         back to ``queued`` without using an attempt (another worker, or our restart, runs
         them)."""
         waiting = [a for a in self._active.values() if not a.started and a.task is not None]
-        if waiting or self._in_flight.claims:
+        if waiting:
             # A consume still in flight could take the messages handed back below, and be
             # cancelled with ``run`` before it hands them on: they would wait for a reclaim.
-            # A claim in flight adds task runs that have to be handed back too.
-            await _wait_set(self._in_flight.idle, self._config.consume_timeout + 1.0)
-            waiting = [a for a in self._active.values() if not a.started and a.task is not None]
+            await _wait_set(self._fetch_idle, self._config.consume_timeout + 1.0)
         for active in waiting:
             assert active.task is not None
             active.task.cancel()
@@ -214,21 +210,21 @@ class WorkerPool:
 
     # -- fetching and claiming ---------------------------------------------------------
     async def _fetch_loop(self) -> None:
-        try:
-            while not self._draining.is_set():
-                free = await self._wait_for_slots()
-                if self._draining.is_set():
-                    break
-                with self._in_flight.consuming():
-                    deliveries = await self._broker.consume(
-                        self._config.queues, free, self._config.consume_timeout
-                    )
-                if self._draining.is_set():
-                    await self._hand_back(deliveries)
-                elif deliveries:  # claimed while the loop reads on (``claims_in_flight``)
-                    await self._in_flight.claim(self._claim_and_start(deliveries), len(deliveries))
-        finally:
-            self._in_flight.cancel()
+        while not self._draining.is_set():
+            free = await self._wait_for_slots()
+            if self._draining.is_set():
+                break
+            self._fetch_idle.clear()
+            try:
+                deliveries = await self._broker.consume(
+                    self._config.queues, free, self._config.consume_timeout
+                )
+            finally:
+                self._fetch_idle.set()
+            if self._draining.is_set():
+                await self._hand_back(deliveries)
+            elif deliveries:
+                await self._claim_and_start(deliveries)
         # Draining: outcomes, logs and acks still have to be written, so this loop must not
         # end (that would stop the others); the caller cancels ``run`` after ``drain``.
         await asyncio.Event().wait()
@@ -253,10 +249,8 @@ class WorkerPool:
         consume costs the same whatever its size)."""
         while not self._draining.is_set():
             capacity, limit = self._capacity(), self._slots.limit
-            claiming = self._in_flight.claiming
-            free = capacity - len(self._active) - claiming
-            waiting = len(self._active) + claiming - self._slots.used
-            self._in_flight.raise_failed()
+            free = capacity - len(self._active)
+            waiting = len(self._active) - self._slots.used
             if free > 0 and (waiting <= limit or free >= (capacity - limit) // 4):
                 return free
             self._room.clear()
