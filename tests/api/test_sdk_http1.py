@@ -55,7 +55,8 @@ class Scripted:
         self.requests: list[bytes] = []
         self.lock = threading.Lock()
         self.gate: threading.Barrier | None = None
-        self.hung_up = threading.Event()  # set once the server closed a connection
+        self.hangups = 0  # connections the server closed after answering
+        self.hung_up = threading.Condition(self.lock)
         self.release = threading.Event()  # lets a "hang" request be answered
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -97,7 +98,14 @@ class Scripted:
                 conn.sendall(ANSWERS.get(asked, ANSWERS["length"]))
                 if asked in CLOSES_AFTER:
                     break
-        self.hung_up.set()
+        with self.hung_up:
+            self.hangups += 1
+            self.hung_up.notify_all()
+
+    def has_hung_up(self, count: int) -> bool:
+        """Waits (up to 10 s) until the server has closed ``count`` connections."""
+        with self.hung_up:
+            return self.hung_up.wait_for(lambda: self.hangups >= count, timeout=10)
 
     def close(self) -> None:
         self.release.set()
@@ -140,7 +148,7 @@ def test_an_error_answer_raises_api_error_and_keeps_the_connection(server: Scrip
 def test_a_connection_the_server_closed_while_idle_is_not_used(server: Scripted) -> None:
     with Client(server.url, timeout=5.0) as tw:
         tw.get_job("idle-close")  # the server answers, then closes the connection
-        assert server.hung_up.wait(10)
+        assert server.has_hung_up(1)
         assert dict(tw.get_job("length")) == {"name": "j"}  # on a new one, not an error
     assert server.connections == 2
 
@@ -198,7 +206,7 @@ async def test_async_each_framing_is_read_and_kept_alive_connections_are_reused(
             await tw.get_job("refused")
         assert refused.value.code == "not_found"
         assert dict(await tw.get_job("idle-close")) == {"name": "j"}
-        assert server.hung_up.wait(10)
+        assert server.has_hung_up(3)  # after "close" and "to-close"
         assert dict(await tw.get_job("length")) == {"name": "j"}  # on a new one, not an error
     assert got == [{"name": "j"}] * 7
     assert server.connections == 4  # the server closed three

@@ -9,7 +9,6 @@ from tickwork.sdk.admin import AdminOperations
 from tickwork.sdk.backfills import BackfillOperations
 from tickwork.sdk.calls import Call
 from tickwork.sdk.http1 import Http1Wire
-from tickwork.sdk.http1_async import AsyncHttp1Wire
 from tickwork.sdk.insight import InsightOperations
 from tickwork.sdk.jobs import JobOperations
 from tickwork.sdk.runs import RunOperations
@@ -17,6 +16,8 @@ from tickwork.sdk.wires import AsyncHttpxWire, HttpxWire, Settings
 
 if TYPE_CHECKING:
     import httpx2
+
+    from tickwork.sdk.http1_async import AsyncHttp1Wire
 
 T = TypeVar("T")
 
@@ -106,9 +107,12 @@ class AsyncClient(
     ) -> None:
         settings = _settings(url, token, timeout, max_connections)
         self.url = settings.url
-        self._wire = (
-            AsyncHttp1Wire(settings) if transport is None else AsyncHttpxWire(settings, transport)
-        )
+        if transport is None:
+            from tickwork.sdk.http1_async import AsyncHttp1Wire  # asyncio: only async users pay
+
+            self._wire: AsyncHttp1Wire | AsyncHttpxWire = AsyncHttp1Wire(settings)
+        else:
+            self._wire = AsyncHttpxWire(settings, transport)
 
     async def __aenter__(self) -> Self:
         return self

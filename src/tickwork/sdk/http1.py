@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import select
 import socket
-import ssl
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,8 @@ from tickwork.sdk.errors import Unreachable
 from tickwork.sdk.wires import Reply, Settings, _encode, unusable
 
 if TYPE_CHECKING:
+    import ssl
+
     from tickwork.sdk.calls import Call
 
 #: An answer's status line and headers longer than this are refused (a server gone wrong).
@@ -71,6 +72,8 @@ class Origin:
     def context(self) -> ssl.SSLContext | None:
         """TLS settings for https (the system's certificates, verified), made on first use."""
         if self.tls and self._context is None:
+            import ssl  # on first use: ~15 ms of import a plain-http client never needs
+
             self._context = ssl.create_default_context()
         return self._context
 
