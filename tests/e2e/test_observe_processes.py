@@ -37,6 +37,14 @@ def scrape(port: int) -> str:
         return ""
 
 
+def _get(port: int, path: str) -> httpx2.Response | None:
+    """A local server's answer, or None while nothing listens on its port yet."""
+    try:
+        return httpx2.get(f"http://127.0.0.1:{port}{path}", timeout=2)
+    except httpx2.ConnectError:
+        return None
+
+
 class Procs:
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root = root
@@ -157,7 +165,8 @@ def test_killing_the_leader_moves_leadership_in_metrics_and_probes(
     assert (metric(leader_text, "tickwork_leader_epoch") or 0) >= 1
     assert "tickwork_queue_depth" in leader_text or "tickwork_workers" in leader_text
     assert "tickwork_workers" not in scrape(ports[standby])  # facts: from the leader only
-    worker = httpx2.get(f"http://127.0.0.1:{worker_port}/readyz")
+    # The worker started beside the schedulers, but may not serve yet on a loaded machine.
+    worker = wait_for(lambda: _get(worker_port, "/readyz"), lambda r: r is not None, timeout=30)
     assert worker.status_code == 200 and worker.json()["kind"] == "worker"
     assert metric(scrape(worker_port), "tickwork_worker_process_slots", state="free") == 2
 
