@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -61,6 +61,16 @@ def _first_error(future: asyncio.Future[list[Any]]) -> Exception | None:
     if exc is not None:
         return exc if isinstance(exc, Exception) else RedisConnectionError(repr(exc))
     return next((r for r in future.result() if isinstance(r, ResponseError)), None)
+
+
+async def _reported(call: Awaitable[Any], done: Callable[[Exception | None], None]) -> None:
+    """Await ``call``, then hand ``done`` its error, or None."""
+    try:
+        await call
+    except Exception as exc:
+        done(exc)
+    else:
+        done(None)
 
 
 class _Incomplete(Exception):
@@ -221,12 +231,7 @@ class RawPublisher:
         None, once they arrived. Raises only what connecting raises."""
         conn, _ = await self._connection()
         if conn.waiting >= MAX_AHEAD:  # Redis is slow to answer: wait, with the timeout
-            try:
-                await self.execute(commands)
-            except Exception as exc:
-                done(exc)
-            else:
-                done(None)
+            await _reported(self.execute(commands), done)
             return
         conn.request(payload=pack(commands), count=len(commands)).add_done_callback(
             lambda future: done(_first_error(future))
@@ -327,12 +332,7 @@ class ReadyPublisher:
         ``done`` gets the outcome. Without a ``RawPublisher``, ``publish`` itself. Raises
         nothing: connecting's errors go to ``done`` too."""
         if self._raw is None:
-            try:
-                await self.publish(deliveries)
-            except Exception as exc:
-                done(exc)
-            else:
-                done(None)
+            await _reported(self.publish(deliveries), done)
             return
         commands, queues, now = self._commands(deliveries)
         try:
