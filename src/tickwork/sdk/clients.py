@@ -88,10 +88,9 @@ class AsyncClient(
     Use it as an async context manager, or ``await close()``.
 
     Calls go over the SDK's own HTTP/1.1 connections (``sdk/http1_async.py``); ``transport``
-    (httpx2's) replaces the
-    network (tests pass ``httpx2.ASGITransport(app=...)``). Connections are kept alive and
-    pooled: up to ``max_connections`` requests in flight at once (``asyncio.gather`` of many
-    ``enqueue`` calls), more wait for a free connection.
+    (httpx2's) replaces the network (tests pass ``httpx2.ASGITransport(app=...)``).
+    Connections are kept alive and pooled: up to ``max_connections`` requests in flight at
+    once (``asyncio.gather`` of many ``enqueue`` calls), more wait for a free connection.
     """
 
     is_async = True
